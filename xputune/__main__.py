@@ -1,0 +1,5 @@
+import sys
+
+from xputune.cli.entry import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Thin typer commands: parse flags, call one function below, render. No logic lives here."""

@@ -1,0 +1,47 @@
+"""Turn a --root / --example choice into a host view."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+
+from xputune.errors import HostError
+from xputune.host.view import DirView, HostView, TarView
+
+TARBALL_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+EXAMPLE_SUFFIX = ".tar.xz"
+
+
+def example_names() -> list[str]:
+    """Names of the recordings shipped inside the package (`xputune examples`)."""
+    folder = resources.files("xputune") / "examples"
+    return sorted(
+        entry.name[: -len(EXAMPLE_SUFFIX)]
+        for entry in folder.iterdir()
+        if entry.name.endswith(EXAMPLE_SUFFIX)
+    )
+
+
+def example_path(name: str) -> str:
+    path = resources.files("xputune") / "examples" / f"{name}{EXAMPLE_SUFFIX}"
+    if not path.is_file():
+        known = ", ".join(example_names()) or "none"
+        raise HostError(f"no example named {name!r} (known: {known})")
+    return str(path)
+
+
+def open_host(root: str | None = None, example: str | None = None) -> HostView:
+    """The live host when neither is given; a directory or tarball for --root; an example."""
+    if root and example:
+        raise HostError("give --root or --example, not both")
+    if example:
+        return TarView(example_path(example))
+    if not root or root == "/":
+        return DirView("/")
+    if not os.path.exists(root):
+        raise HostError(f"{root}: no such file or directory")
+    if os.path.isdir(root):
+        return DirView(root)
+    if root.endswith(TARBALL_SUFFIXES):
+        return TarView(root)
+    raise HostError(f"{root}: not a directory or a .tar.{{gz,bz2,xz}} recording")

@@ -1,0 +1,336 @@
+"""Root-confined access to a host's /sys and /proc.
+
+Paths given to a view are host paths ("/sys/bus/pci/devices/0000:13:00.0/vendor"), whatever the
+root. A view refuses to follow a symlink out of its root and reports loops, so a recording from
+an untrusted machine can be probed safely. Every path read is remembered in `accessed`, which is
+how `xputune record` captures exactly what the probe reads.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import stat
+import tarfile
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from xputune.errors import HostError, RootEscapeError
+
+MAX_SYMLINKS = 40  # the kernel's own limit (MAXSYMLINKS)
+
+
+class HostView(ABC):
+    """Read (and, where the root allows it, write) files of one host by host path."""
+
+    #: Human-readable description of the root, used in messages.
+    label: str
+    #: True for the machine this process runs on.
+    live: bool = False
+
+    def __init__(self) -> None:
+        self.accessed: set[str] = set()
+
+    # -- primitives each backend provides ---------------------------------------------------
+    @abstractmethod
+    def realpath(self, path: str) -> str:
+        """The host path `path` resolves to; raises RootEscapeError or HostError on a loop."""
+
+    @abstractmethod
+    def _read(self, real: str) -> bytes: ...
+
+    @abstractmethod
+    def _listdir(self, real: str) -> list[str]: ...
+
+    @abstractmethod
+    def _kind(self, real: str) -> str | None:
+        """'file', 'dir', 'link' or None (missing) for an already-resolved path."""
+
+    # -- conveniences shared by all backends ------------------------------------------------
+    def exists(self, path: str) -> bool:
+        try:
+            return self._kind(self.realpath(path)) is not None
+        except FileNotFoundError:
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            return self._kind(self.realpath(path)) == "dir"
+        except FileNotFoundError:
+            return False
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole file; FileNotFoundError when missing, HostError when unreadable."""
+        self.accessed.add(path)
+        real = self.realpath(path)
+        try:
+            return self._read(real)
+        except PermissionError as exc:
+            raise HostError(f"{self.label}: permission denied reading {path}") from exc
+        except IsADirectoryError as exc:
+            raise HostError(f"{self.label}: {path} is a directory, expected a file") from exc
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise HostError(f"{self.label}: cannot read {path}: {exc.strerror}") from exc
+
+    def read_text(self, path: str) -> str:
+        """The file as text with surrounding whitespace removed, as sysfs attributes are read."""
+        data = self.read_bytes(path)
+        try:
+            return data.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise HostError(f"{self.label}: {path} is not text") from exc
+
+    def read_optional(self, path: str) -> str | None:
+        """Like read_text, but None when the file does not exist (attributes vary by kernel)."""
+        try:
+            return self.read_text(path)
+        except FileNotFoundError:
+            self.accessed.add(path)
+            return None
+
+    def listdir(self, path: str) -> list[str]:
+        """Sorted entries of a directory; [] when it does not exist."""
+        self.accessed.add(path)
+        try:
+            real = self.realpath(path)
+            return sorted(self._listdir(real))
+        except FileNotFoundError:
+            return []
+        except NotADirectoryError:
+            return []
+        except PermissionError as exc:
+            raise HostError(f"{self.label}: permission denied listing {path}") from exc
+
+    def link_name(self, path: str) -> str | None:
+        """Last component of a symlink's target (a driver's or iommu group's name), or None."""
+        self.accessed.add(path)
+        try:
+            return posixpath.basename(self.realpath(path))
+        except FileNotFoundError:
+            return None
+
+    def write_bytes(self, path: str, data: bytes, offset: int | None = None) -> None:
+        raise HostError(f"{self.label} is read-only; extract it to a directory to change it")
+
+    def writable(self) -> bool:
+        return False
+
+
+class DirView(HostView):
+    """A host rooted at a directory: the live machine ("/") or an extracted recording."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__()
+        self.root = os.path.realpath(root)
+        self.live = self.root == "/"
+        self.label = "this host" if self.live else root
+        self._real_cache: dict[str, str] = {}
+
+    def _fs(self, host_path: str) -> str:
+        return host_path if self.live else self.root + host_path
+
+    def realpath(self, path: str) -> str:
+        if not path.startswith("/"):
+            raise HostError(f"host paths are absolute, got {path!r}")
+        cached = self._real_cache.get(path)
+        if cached is not None:
+            return cached
+        if self.live:
+            real = os.path.realpath(path)
+        else:
+            real = self._confined_realpath(path)
+        self._real_cache[path] = real
+        return real
+
+    def _confined_realpath(self, path: str) -> str:
+        """Resolve component by component so that `..` and absolute targets cannot escape."""
+        parts = [p for p in path.split("/") if p]
+        resolved = "/"
+        follows = 0
+        while parts:
+            part = parts.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                if resolved == "/":
+                    raise RootEscapeError(f"{self.label}: {path} leads outside the root")
+                resolved = posixpath.dirname(resolved)
+                continue
+            candidate = posixpath.join(resolved, part)
+            try:
+                st = os.lstat(self.root + candidate)
+            except FileNotFoundError:
+                raise FileNotFoundError(errno.ENOENT, "no such file", path) from None
+            except NotADirectoryError:
+                raise FileNotFoundError(errno.ENOENT, "no such file", path) from None
+            if not stat.S_ISLNK(st.st_mode):
+                resolved = candidate
+                continue
+            follows += 1
+            if follows > MAX_SYMLINKS:
+                raise HostError(f"{self.label}: symlink loop at {path}")
+            target = os.readlink(self.root + candidate)
+            if target.startswith("/"):
+                raise RootEscapeError(
+                    f"{self.label}: symlink {candidate} -> {target} points outside the root"
+                )
+            parts = [p for p in target.split("/") if p] + parts
+        return resolved
+
+    def _read(self, real: str) -> bytes:
+        with open(self._fs(real), "rb") as fh:
+            return fh.read()
+
+    def _listdir(self, real: str) -> list[str]:
+        return os.listdir(self._fs(real))
+
+    def _kind(self, real: str) -> str | None:
+        try:
+            st = os.lstat(self._fs(real))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            return "dir"
+        if stat.S_ISLNK(st.st_mode):
+            return "link"
+        return "file"
+
+    def writable(self) -> bool:
+        return True
+
+    def write_bytes(self, path: str, data: bytes, offset: int | None = None) -> None:
+        """Write through the root; `offset` writes in place (config space), else truncates."""
+        real = self.realpath(path)
+        fs = self._fs(real)
+        try:
+            if offset is None:
+                with open(fs, "r+b" if self.live else "wb") as fh:
+                    fh.write(data)
+            else:
+                fd = os.open(fs, os.O_WRONLY)
+                try:
+                    written = os.pwrite(fd, data, offset)
+                finally:
+                    os.close(fd)
+                if written != len(data):
+                    raise HostError(f"{self.label}: short write to {path} at {offset:#x}")
+        except PermissionError as exc:
+            raise HostError(f"{self.label}: permission denied writing {path}") from exc
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise HostError(f"{self.label}: cannot write {path}: {exc.strerror}") from exc
+        self.accessed.add(path)
+
+
+@dataclass(frozen=True)
+class _Member:
+    kind: str  # "file", "dir" or "link"
+    data: bytes = b""
+    target: str = ""
+
+
+class TarView(HostView):
+    """A recorded tarball read into memory: one top folder acts as the filesystem root."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.label = path
+        self._members: dict[str, _Member] = {"/": _Member("dir")}
+        self._children: dict[str, set[str]] = {"/": set()}
+        try:
+            with tarfile.open(path, "r:*") as tar:
+                self._load(tar)
+        except tarfile.TarError as exc:
+            raise HostError(f"{path}: not a readable tarball ({exc})") from exc
+        except OSError as exc:
+            raise HostError(f"{path}: cannot open ({exc.strerror or exc})") from exc
+
+    def _load(self, tar: tarfile.TarFile) -> None:
+        members = tar.getmembers()
+        tops = {m.name.lstrip("./").split("/", 1)[0] for m in members if m.name.strip("./")}
+        if len(tops) != 1:
+            raise HostError(f"{self.label}: expected one top folder, found {len(tops)}")
+        top = tops.pop()
+        for m in members:
+            name = m.name.lstrip("./")
+            rel = name[len(top) :]
+            host_path = posixpath.normpath("/" + rel.lstrip("/"))
+            if ".." in host_path.split("/"):
+                raise RootEscapeError(f"{self.label}: member {m.name} leads outside the root")
+            if m.isdir():
+                member = _Member("dir")
+            elif m.issym():
+                member = _Member("link", target=m.linkname)
+            elif m.isfile():
+                fh = tar.extractfile(m)
+                member = _Member("file", data=fh.read() if fh else b"")
+            else:
+                continue
+            self._add(host_path, member)
+
+    def _add(self, host_path: str, member: _Member) -> None:
+        self._members[host_path] = member
+        child = host_path
+        while child != "/":
+            parent = posixpath.dirname(child)
+            kids = self._children.setdefault(parent, set())
+            name = posixpath.basename(child)
+            if name in kids:
+                break  # already linked, and so are its ancestors
+            kids.add(name)
+            self._members.setdefault(parent, _Member("dir"))
+            child = parent
+
+    def realpath(self, path: str) -> str:
+        if not path.startswith("/"):
+            raise HostError(f"host paths are absolute, got {path!r}")
+        parts = [p for p in path.split("/") if p]
+        resolved = "/"
+        follows = 0
+        while parts:
+            part = parts.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                if resolved == "/":
+                    raise RootEscapeError(f"{self.label}: {path} leads outside the root")
+                resolved = posixpath.dirname(resolved)
+                continue
+            candidate = posixpath.join(resolved, part)
+            member = self._members.get(candidate)
+            if member is None:
+                raise FileNotFoundError(errno.ENOENT, "no such file", path)
+            if member.kind != "link":
+                resolved = candidate
+                continue
+            follows += 1
+            if follows > MAX_SYMLINKS:
+                raise HostError(f"{self.label}: symlink loop at {path}")
+            if member.target.startswith("/"):
+                raise RootEscapeError(
+                    f"{self.label}: symlink {candidate} -> {member.target} points outside the root"
+                )
+            parts = [p for p in member.target.split("/") if p] + parts
+        return resolved
+
+    def _read(self, real: str) -> bytes:
+        member = self._members[real]
+        if member.kind == "dir":
+            raise IsADirectoryError(real)
+        return member.data
+
+    def _listdir(self, real: str) -> list[str]:
+        if self._members[real].kind != "dir":
+            raise NotADirectoryError(real)
+        return list(self._children.get(real, ()))
+
+    def _kind(self, real: str) -> str | None:
+        member = self._members.get(real)
+        return member.kind if member else None
+
+
+__all__ = ["DirView", "HostView", "TarView"]
