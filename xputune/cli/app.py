@@ -30,8 +30,9 @@ def _version(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", "-V", callback=_version, is_eager=True,
-                     help="Print the version and exit."),
+        typer.Option(
+            "--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
     ] = False,
 ) -> None:
     """Probe, tune, plan and launch tiered KV caching on accelerator hosts."""

@@ -1,9 +1,85 @@
-"""probe, record and examples."""
+"""probe, record and examples: the host picture, and recordings of it."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data, host_from
+
+
+def probe(root: RootOpt = None, example: ExampleOpt = None, fmt: FormatOpt = Format.table) -> None:
+    """Show cards, NUMA nodes, PCIe switches (uplinks), NICs and host settings in one picture.
+
+    Cards are Kunlunxin XPUs, NVIDIA GPUs or other accelerators. The relation matrix uses the
+    legend of `nvidia-smi topo -m`; uplink groups are cards sharing a switch upstream port; the
+    settings table says what helps or hurts the host-to-device KV path.
+
+    Examples:
+      xputune probe
+      xputune probe --example h3c-hygon-p800
+      xputune probe --root box.tar.gz --format json | jq '.cards[].numa_node'
+    """
+    from xputune.topology.discover import discover
+
+    topo = discover(host_from(root, example))
+    if fmt is Format.table:
+        from xputune.cli.probe_render import render
+
+        render(topo, console())
+    else:
+        from xputune.topology.serialize import to_dict
+
+        emit_data(to_dict(topo), fmt)
+
+
+def record(
+    out: Annotated[str, typer.Argument(help="Tarball to write: .tar.gz, .tar.bz2 or .tar.xz.")],
+    no_scrub: Annotated[
+        bool, typer.Option("--no-scrub", help="Keep MAC addresses, serials and GUIDs.")
+    ] = False,
+    root: RootOpt = None,
+) -> None:
+    """Record what `probe` reads into a tarball that `probe --root` replays.
+
+    The layout is hwloc-gather-topology's (one top folder acting as /, symlinks kept), so
+    `lstopo --input` reads it too. MAC addresses, serial numbers, GUIDs and host names are
+    scrubbed unless --no-scrub. Send the file with a bug report or plan on a laptop.
+
+    Example:
+      xputune record box.tar.gz && xputune probe --root box.tar.gz
+    """
+    from xputune.errors import HostError
+    from xputune.host.record import hwloc_paths, write_recording
+    from xputune.host.view import DirView
+    from xputune.topology.discover import discover
+    from xputune.topology.ids import trim_pci_ids
+
+    view = host_from(root, None)
+    if not isinstance(view, DirView):
+        raise HostError("record reads a live host or an extracted tree, not a tarball")
+    topo = discover(view)
+    paths = set(view.accessed) | hwloc_paths(view)
+    replace = {}
+    present = {(fn.vendor_id, fn.device_id) for fn in topo.pci.values()}
+    for path in paths:
+        if path.endswith("/pci.ids") and view.exists(path):
+            text = view.read_bytes(path).decode("utf-8", "replace")
+            replace[path] = trim_pci_ids(text, present).encode()
+    count = write_recording(view, paths, out, scrub=not no_scrub, replace=replace)
+    typer.echo(f"recorded {count} entries of {topo.source} to {out}", err=True)
+
+
+def examples() -> None:
+    """List the recordings shipped with xputune, for --example NAME."""
+    from xputune.host.open import example_names
+
+    for name in example_names():
+        typer.echo(name)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command()(probe)
+    app.command()(record)
+    app.command()(examples)

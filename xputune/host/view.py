@@ -33,9 +33,13 @@ class HostView(ABC):
         self.accessed: set[str] = set()
 
     # -- primitives each backend provides ---------------------------------------------------
-    @abstractmethod
     def realpath(self, path: str) -> str:
         """The host path `path` resolves to; raises RootEscapeError or HostError on a loop."""
+        self.accessed.add(path)
+        return self._realpath(path)
+
+    @abstractmethod
+    def _realpath(self, path: str) -> str: ...
 
     @abstractmethod
     def _read(self, real: str) -> bytes: ...
@@ -132,16 +136,13 @@ class DirView(HostView):
     def _fs(self, host_path: str) -> str:
         return host_path if self.live else self.root + host_path
 
-    def realpath(self, path: str) -> str:
+    def _realpath(self, path: str) -> str:
         if not path.startswith("/"):
             raise HostError(f"host paths are absolute, got {path!r}")
         cached = self._real_cache.get(path)
         if cached is not None:
             return cached
-        if self.live:
-            real = os.path.realpath(path)
-        else:
-            real = self._confined_realpath(path)
+        real = os.path.realpath(path) if self.live else self._confined_realpath(path)
         self._real_cache[path] = real
         return real
 
@@ -285,7 +286,7 @@ class TarView(HostView):
             self._members.setdefault(parent, _Member("dir"))
             child = parent
 
-    def realpath(self, path: str) -> str:
+    def _realpath(self, path: str) -> str:
         if not path.startswith("/"):
             raise HostError(f"host paths are absolute, got {path!r}")
         parts = [p for p in path.split("/") if p]

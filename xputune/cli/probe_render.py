@@ -1,0 +1,204 @@
+"""Rich tables for the probe: the picture lstopo, lspci, topo -m and numactl -H give together."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from xputune.host.cpulist import format_cpulist
+from xputune.topology.model import RELATION_HELP, Ordering, Topology
+from xputune.topology.verdicts import settings_verdicts
+
+STYLE = {"ok": "green", "warn": "yellow", "bad": "red", "unknown": "dim"}
+GIB = 1 << 30
+
+
+def _bool(value: bool | None) -> str:
+    return "?" if value is None else ("on" if value else "off")
+
+
+def _ido(ordering: Ordering) -> Text:
+    if ordering.ido_request is None:
+        return Text(f"unknown: {ordering.reason}", style="dim")
+    text = f"req {_bool(ordering.ido_request)} / cpl {_bool(ordering.ido_completion)}"
+    on = ordering.ido_request and ordering.ido_completion
+    return Text(text, style="green" if on else "yellow")
+
+
+def summary(topo: Topology) -> Text:
+    total = sum(n.memory_total_bytes for n in topo.numa_nodes)
+    families = sorted({c.model for c in topo.cards})
+    return Text.assemble(
+        ("Host ", "bold"),
+        f"{topo.source}: {topo.cpu.vendor} {topo.cpu.model_name}, ",
+        f"{len(topo.cpu.packages)} package(s), {topo.cpu.logical_cpus} CPUs, ",
+        f"{len(topo.numa_nodes)} NUMA node(s), {total / GIB:,.0f} GiB; ",
+        f"{len(topo.cards)} card(s) {', '.join(families)}; {len(topo.nics)} NIC(s); ",
+        f"{len(topo.pci)} PCI functions",
+    )
+
+
+def matrix(topo: Topology) -> Table:
+    names = [c.name for c in topo.cards] + [n.name for n in topo.nics]
+    table = Table(title="Relations (nvidia-smi topo -m legend)", title_justify="left")
+    table.add_column("")
+    for name in names:
+        table.add_column(name, justify="center")
+    table.add_column("CPU Affinity")
+    table.add_column("NUMA Affinity", justify="center")
+    colors = {
+        "X": "dim",
+        "PIX": "green",
+        "PXB": "green",
+        "PHB": "cyan",
+        "NODE": "yellow",
+        "SYS": "red",
+    }
+    affinity = {c.name: (c.local_cpus, c.numa_node) for c in topo.cards}
+    affinity.update({n.name: (topo.pci[n.bdf].local_cpus, n.numa_node) for n in topo.nics})
+    for row in names:
+        cells = [
+            Text(topo.relations[row][col], style=colors[topo.relations[row][col]]) for col in names
+        ]
+        cpus, node = affinity[row]
+        table.add_row(row, *cells, format_cpulist(cpus) or "-", "-" if node is None else str(node))
+    table.caption = "  ".join(f"{k} = {v}" for k, v in RELATION_HELP.items())
+    return table
+
+
+def cards_table(topo: Topology) -> Table:
+    table = Table(title="Cards", title_justify="left")
+    for col in (
+        "card",
+        "bus id",
+        "model",
+        "NUMA",
+        "link",
+        "uplink",
+        "nearest NIC",
+        "IDO (card)",
+        "IDO on path",
+    ):
+        table.add_column(col)
+    for card in topo.cards:
+        fn = topo.pci[card.bdf]
+        link = Text(fn.link.describe(), style="red" if fn.link.degraded else "")
+        if fn.link.degraded:
+            link.append(f" < {fn.link.describe('max')}")
+        path = topo.ports_on_path(card)
+        known = [p.ordering for p in path if p.ordering.ido_request is not None]
+        if len(known) < len(path):
+            on_path = Text("unknown", style="dim")
+        else:
+            on = sum(1 for o in known if o.ido_request and o.ido_completion)
+            on_path = Text(
+                f"{on}/{len(path)} ports", style="green" if on == len(path) else "yellow"
+            )
+        table.add_row(
+            card.name,
+            card.bdf,
+            card.model,
+            "-" if card.numa_node is None else str(card.numa_node),
+            link,
+            card.uplink or "-",
+            card.nearest_nic or "-",
+            _ido(fn.ordering),
+            on_path,
+        )
+    return table
+
+
+def paths_table(topo: Topology) -> Table:
+    table = Table(title="PCIe ports on each card's path (root port first)", title_justify="left")
+    for col in ("card", "bus id", "kind", "device", "link", "IDO", "relaxed ordering"):
+        table.add_column(col)
+    for card in topo.cards:
+        for i, fn in enumerate(topo.ports_on_path(card)):
+            table.add_row(
+                card.name if i == 0 else "",
+                fn.bdf,
+                fn.kind,
+                fn.device_name,
+                fn.link.describe(),
+                _ido(fn.ordering),
+                _bool(fn.ordering.relaxed_ordering),
+            )
+    return table
+
+
+def uplinks_table(topo: Topology) -> Table:
+    table = Table(title="Uplinks (switch upstream ports shared by cards)", title_justify="left")
+    for col in ("uplink", "root port", "cards", "NICs", "link"):
+        table.add_column(col)
+    for up in topo.uplinks:
+        table.add_row(
+            up.bdf,
+            up.root_port or "-",
+            " ".join(up.cards),
+            " ".join(up.nics) or "-",
+            up.link.describe(),
+        )
+    return table
+
+
+def numa_table(topo: Topology) -> Table:
+    table = Table(title="NUMA nodes", title_justify="left")
+    for col in ("node", "CPUs", "memory GiB", "free GiB", "cards", "distances"):
+        table.add_column(col)
+    for node in topo.numa_nodes:
+        cards = " ".join(c.name for c in topo.cards if c.numa_node == node.id)
+        table.add_row(
+            str(node.id),
+            format_cpulist(node.cpus) or "(memory only)",
+            f"{node.memory_total_bytes / GIB:,.1f}",
+            f"{node.memory_free_bytes / GIB:,.1f}",
+            cards or "-",
+            " ".join(map(str, node.distances)),
+        )
+    return table
+
+
+def nics_table(topo: Topology) -> Table:
+    table = Table(title="NICs", title_justify="left")
+    for col in ("NIC", "bus id", "RDMA", "NUMA", "speed", "layer", "state", "device"):
+        table.add_column(col)
+    for nic in topo.nics:
+        speed = f"{nic.speed_mbps // 1000} Gb/s" if nic.speed_mbps else "-"
+        table.add_row(
+            nic.name,
+            nic.bdf,
+            nic.rdma or "-",
+            "-" if nic.numa_node is None else str(nic.numa_node),
+            speed,
+            nic.link_layer or "-",
+            nic.operstate or "-",
+            topo.pci[nic.bdf].device_name,
+        )
+    return table
+
+
+def settings_table(topo: Topology) -> Table:
+    table = Table(title="Host settings for the KV transfer path", title_justify="left")
+    for col in ("setting", "value", "verdict", "why"):
+        table.add_column(col)
+    for v in settings_verdicts(topo):
+        table.add_row(v.setting, v.value, Text(v.verdict, style=STYLE[v.verdict]), v.why)
+    return table
+
+
+def render(topo: Topology, console: Console) -> None:
+    parts: list = [summary(topo)]
+    if topo.cards or topo.nics:
+        parts.append(matrix(topo))
+    if topo.cards:
+        parts += [cards_table(topo), paths_table(topo)]
+    if topo.uplinks:
+        parts.append(uplinks_table(topo))
+    parts.append(numa_table(topo))
+    if topo.nics:
+        parts.append(nics_table(topo))
+    parts.append(settings_table(topo))
+    if topo.warnings:
+        parts.append(Text("\n".join(f"warning: {w}" for w in topo.warnings), style="yellow"))
+    console.print(Group(*parts))

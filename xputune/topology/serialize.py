@@ -1,0 +1,130 @@
+"""The probe's JSON/YAML document: a stable contract for scripts (add fields, never rename)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xputune.host.cpulist import format_cpulist
+from xputune.topology.model import RELATION_HELP, Link, Ordering, Topology
+
+SCHEMA_VERSION = 1
+
+
+def _link(link: Link) -> dict[str, Any]:
+    return {
+        "current_speed_gts": link.current_speed,
+        "current_width": link.current_width,
+        "max_speed_gts": link.max_speed,
+        "max_width": link.max_width,
+        "degraded": link.degraded,
+    }
+
+
+def _ordering(ordering: Ordering) -> dict[str, Any]:
+    return {
+        "request": ordering.ido_request,
+        "completion": ordering.ido_completion,
+        "relaxed_ordering": ordering.relaxed_ordering,
+        "unknown_reason": ordering.reason,
+    }
+
+
+def to_dict(topo: Topology) -> dict[str, Any]:
+    s = topo.settings
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "cpu": {
+            "vendor": topo.cpu.vendor,
+            "model_name": topo.cpu.model_name,
+            "logical_cpus": topo.cpu.logical_cpus,
+            "packages": [
+                {"id": p.id, "cpus": format_cpulist(p.cpus), "numa_nodes": list(p.numa_nodes)}
+                for p in topo.cpu.packages
+            ],
+        },
+        "numa_nodes": [
+            {
+                "id": n.id,
+                "cpus": format_cpulist(n.cpus),
+                "memory_total_bytes": n.memory_total_bytes,
+                "memory_free_bytes": n.memory_free_bytes,
+                "distances": list(n.distances),
+                "hugepages": [
+                    {"size_kb": h.size_kb, "total": h.total, "free": h.free} for h in n.hugepages
+                ],
+            }
+            for n in topo.numa_nodes
+        ],
+        "cards": [
+            {
+                "name": c.name,
+                "bdf": c.bdf,
+                "vendor": c.vendor,
+                "model": c.model,
+                "vendor_id": topo.pci[c.bdf].vendor_hex,
+                "device_id": topo.pci[c.bdf].device_hex,
+                "numa_node": c.numa_node,
+                "local_cpus": format_cpulist(c.local_cpus),
+                "uplink": c.uplink,
+                "nearest_nic": c.nearest_nic,
+                "device_node": c.device_node,
+                "link": _link(topo.pci[c.bdf].link),
+                "ido": {
+                    "request": topo.pci[c.bdf].ordering.ido_request,
+                    "completion": topo.pci[c.bdf].ordering.ido_completion,
+                },
+                "path": [
+                    {
+                        "bdf": fn.bdf,
+                        "kind": fn.kind,
+                        "device": fn.device_name,
+                        "ordering": _ordering(fn.ordering),
+                    }
+                    for fn in topo.ports_on_path(c)
+                ],
+            }
+            for c in topo.cards
+        ],
+        "nics": [
+            {
+                "name": n.name,
+                "bdf": n.bdf,
+                "rdma": n.rdma,
+                "numa_node": n.numa_node,
+                "speed_mbps": n.speed_mbps,
+                "link_layer": n.link_layer,
+                "operstate": n.operstate,
+                "device": topo.pci[n.bdf].device_name,
+            }
+            for n in topo.nics
+        ],
+        "uplinks": [
+            {
+                "bdf": u.bdf,
+                "cards": list(u.cards),
+                "nics": list(u.nics),
+                "root_port": u.root_port,
+                "link": _link(u.link),
+            }
+            for u in topo.uplinks
+        ],
+        "relations": topo.relations,
+        "relation_legend": RELATION_HELP,
+        "settings": {
+            "thp_enabled": s.thp_enabled,
+            "thp_defrag": s.thp_defrag,
+            "thp_shmem_enabled": s.thp_shmem_enabled,
+            "shm_huge": s.shm.huge if s.shm else None,
+            "shm_fstype": s.shm.fstype if s.shm else None,
+            "shm_size_bytes": s.shm.size_bytes if s.shm else None,
+            "numa_balancing": s.numa_balancing,
+            "iommu": s.iommu,
+            "iommu_groups": s.iommu_groups,
+            "lockdown": s.lockdown,
+            "hugepages": [
+                {"size_kb": h.size_kb, "total": h.total, "free": h.free} for h in s.hugepages
+            ],
+        },
+        "pci_functions": len(topo.pci),
+        "warnings": list(topo.warnings),
+    }
