@@ -9,7 +9,20 @@ import typer
 from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data, host_from
 
 
-def probe(root: RootOpt = None, example: ExampleOpt = None, fmt: FormatOpt = Format.table) -> None:
+def probe(
+    root: RootOpt = None,
+    example: ExampleOpt = None,
+    fmt: FormatOpt = Format.table,
+    fallback_example: Annotated[
+        str | None,
+        typer.Option(
+            "--fallback-example",
+            metavar="NAME",
+            help="When the host has no accelerator, probe this shipped example instead "
+            "(a note on stderr says so). Handy for a first look on a laptop.",
+        ),
+    ] = None,
+) -> None:
     """Show cards, NUMA nodes, PCIe switches (uplinks), NICs and host settings in one picture.
 
     Cards are Kunlunxin XPUs, NVIDIA GPUs or other accelerators. The relation matrix uses the
@@ -17,13 +30,21 @@ def probe(root: RootOpt = None, example: ExampleOpt = None, fmt: FormatOpt = For
     settings table says what helps or hurts the host-to-device KV path.
 
     Examples:
-      xputune probe
-      xputune probe --example h3c-hygon-p800
-      xputune probe --root box.tar.gz --format json | jq '.cards[].numa_node'
+
+        xputune probe
+        xputune probe --example h3c-hygon-p800
+        xputune probe --root box.tar.gz --format json | jq '.cards[].numa_node'
+        xputune probe --fallback-example h3c-hygon-p800
     """
     from xputune.topology.discover import discover
 
     topo = discover(host_from(root, example))
+    if fallback_example and not topo.cards and not example:
+        typer.echo(
+            f"note: {topo.source} has no accelerator; showing example {fallback_example}",
+            err=True,
+        )
+        topo = discover(host_from(None, fallback_example))
     if fmt is Format.table:
         from xputune.cli.probe_render import render
 
@@ -48,7 +69,8 @@ def record(
     scrubbed unless --no-scrub. Send the file with a bug report or plan on a laptop.
 
     Example:
-      xputune record box.tar.gz && xputune probe --root box.tar.gz
+
+        xputune record box.tar.gz && xputune probe --root box.tar.gz
     """
     from xputune.errors import HostError
     from xputune.host.record import hwloc_paths, write_recording
