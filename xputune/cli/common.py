@@ -1,22 +1,15 @@
-"""Options and output helpers every command shares, so flags read the same everywhere."""
+"""Options every command shares, so flags read the same everywhere."""
 
 from __future__ import annotations
 
-import json
-import sys
-from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from xputune.cli.output import Format, console, emit_data
 from xputune.host import HostView, open_host
 
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-    yaml = "yaml"
-
+__all__ = ["ExampleOpt", "Format", "FormatOpt", "RootOpt", "console", "emit_data", "host_from"]
 
 RootOpt = Annotated[
     str | None,
@@ -43,20 +36,3 @@ FormatOpt = Annotated[
 
 def host_from(root: str | None, example: str | None) -> HostView:
     return open_host(root, example)
-
-
-def emit_data(data: dict[str, Any], fmt: Format) -> None:
-    """Machine-readable output: stable key order so the same input prints the same bytes."""
-    if fmt is Format.yaml:
-        import yaml
-
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
-    else:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
-
-
-def console():
-    """A rich console for tables; imported lazily because rich costs start-up time."""
-    from rich.console import Console
-
-    return Console()

@@ -9,10 +9,15 @@ from xputune.errors import XputuneError
 
 def main(argv: list[str] | None = None) -> int:
     """Run xputune; user errors print one line, usage errors print click's usage text."""
-    from xputune.cli.app import app
-
+    args = argv if argv is not None else sys.argv[1:]
     try:
-        app(args=argv if argv is not None else sys.argv[1:], prog_name="xputune")
+        from xputune.cli.probe_run import fast_probe
+
+        if fast_probe(args):
+            return 0
+        from xputune.cli.app import app
+
+        app(args=args, prog_name="xputune")
     except XputuneError as exc:
         sys.stderr.write(f"xputune: error: {exc}\n")
         return exc.exit_code

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data, host_from
+from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, host_from
+from xputune.cli.probe_run import run_probe
 
 
 def probe(
@@ -36,23 +37,7 @@ def probe(
         xputune probe --root box.tar.gz --format json | jq '.cards[].numa_node'
         xputune probe --fallback-example h3c-hygon-p800
     """
-    from xputune.topology.discover import discover
-
-    topo = discover(host_from(root, example))
-    if fallback_example and not topo.cards and not example:
-        typer.echo(
-            f"note: {topo.source} has no accelerator; showing example {fallback_example}",
-            err=True,
-        )
-        topo = discover(host_from(None, fallback_example))
-    if fmt is Format.table:
-        from xputune.cli.probe_render import render
-
-        render(topo, console())
-    else:
-        from xputune.topology.serialize import to_dict
-
-        emit_data(to_dict(topo), fmt)
+    run_probe(root, example, fmt, fallback_example)
 
 
 def record(
