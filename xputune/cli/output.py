@@ -8,6 +8,9 @@ from enum import StrEnum
 from typing import Any
 
 
+PIPE_WIDTH = 160
+
+
 class Format(StrEnum):
     table = "table"
     json = "json"
@@ -25,7 +28,10 @@ def emit_data(data: dict[str, Any], fmt: Format) -> None:
 
 
 def console():  # noqa: ANN201
-    """A rich console for tables; imported lazily because rich costs start-up time."""
+    """A rich console for tables; imported lazily because rich costs start-up time.
+
+    Piped output gets a fixed width so the same host prints the same bytes anywhere.
+    """
     from rich.console import Console
 
-    return Console()
+    return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)

@@ -21,7 +21,7 @@ def _bool(value: bool | None) -> str:
 def _ido(ordering: Ordering) -> Text:
     if ordering.ido_request is None:
         return Text(f"unknown: {ordering.reason}", style="dim")
-    text = f"req {_bool(ordering.ido_request)} / cpl {_bool(ordering.ido_completion)}"
+    text = f"{_bool(ordering.ido_request)}/{_bool(ordering.ido_completion)}"
     on = ordering.ido_request and ordering.ido_completion
     return Text(text, style="green" if on else "yellow")
 
@@ -63,8 +63,11 @@ def matrix(topo: Topology) -> Table:
         ]
         cpus, node = affinity[row]
         table.add_row(row, *cells, format_cpulist(cpus) or "-", "-" if node is None else str(node))
-    table.caption = "  ".join(f"{k} = {v}" for k, v in RELATION_HELP.items())
     return table
+
+
+def legend() -> Text:
+    return Text("\n".join(f"  {k:<4} = {v}" for k, v in RELATION_HELP.items()), style="dim")
 
 
 def cards_table(topo: Topology) -> Table:
@@ -77,7 +80,7 @@ def cards_table(topo: Topology) -> Table:
         "link",
         "uplink",
         "nearest NIC",
-        "IDO (card)",
+        "IDO req/cpl",
         "IDO on path",
     ):
         table.add_column(col)
@@ -111,7 +114,7 @@ def cards_table(topo: Topology) -> Table:
 
 def paths_table(topo: Topology) -> Table:
     table = Table(title="PCIe ports on each card's path (root port first)", title_justify="left")
-    for col in ("card", "bus id", "kind", "device", "link", "IDO", "relaxed ordering"):
+    for col in ("card", "bus id", "kind", "device", "link", "IDO req/cpl", "relaxed ordering"):
         table.add_column(col)
     for card in topo.cards:
         for i, fn in enumerate(topo.ports_on_path(card)):
@@ -190,7 +193,7 @@ def settings_table(topo: Topology) -> Table:
 def render(topo: Topology, console: Console) -> None:
     parts: list = [summary(topo)]
     if topo.cards or topo.nics:
-        parts.append(matrix(topo))
+        parts += [matrix(topo), legend()]
     if topo.cards:
         parts += [cards_table(topo), paths_table(topo)]
     if topo.uplinks:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-from importlib import resources
-
 from xputune.errors import HostError
 from xputune.host.view import DirView, HostView, TarView
 
@@ -12,22 +10,24 @@ TARBALL_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", "
 EXAMPLE_SUFFIX = ".tar.xz"
 
 
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
 def example_names() -> list[str]:
     """Names of the recordings shipped inside the package (`xputune examples`)."""
-    folder = resources.files("xputune") / "examples"
     return sorted(
-        entry.name[: -len(EXAMPLE_SUFFIX)]
-        for entry in folder.iterdir()
-        if entry.name.endswith(EXAMPLE_SUFFIX)
+        name[: -len(EXAMPLE_SUFFIX)]
+        for name in os.listdir(EXAMPLES_DIR)
+        if name.endswith(EXAMPLE_SUFFIX)
     )
 
 
 def example_path(name: str) -> str:
-    path = resources.files("xputune") / "examples" / f"{name}{EXAMPLE_SUFFIX}"
-    if not path.is_file():
+    path = os.path.join(EXAMPLES_DIR, f"{name}{EXAMPLE_SUFFIX}")
+    if "/" in name or not os.path.isfile(path):
         known = ", ".join(example_names()) or "none"
         raise HostError(f"no example named {name!r} (known: {known})")
-    return str(path)
+    return path
 
 
 def open_host(root: str | None = None, example: str | None = None) -> HostView:

@@ -12,7 +12,7 @@ never "off".
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from xputune.errors import HostDataError
 
@@ -47,8 +47,7 @@ PORT_TYPES = {
 }
 
 
-@dataclass(frozen=True)
-class PcieCapability:
+class PcieCapability(NamedTuple):
     """The fields of the PCI Express capability that xputune reads or owns."""
 
     offset: int
@@ -79,8 +78,7 @@ class PcieCapability:
         return self.offset + PCIE_DEVCTL2
 
 
-@dataclass(frozen=True)
-class ConfigSpace:
+class ConfigSpace(NamedTuple):
     """A decoded config space; `pcie` is None when invisible (non-root) or absent (plain PCI)."""
 
     size: int
@@ -138,16 +136,18 @@ def decode(data: bytes, path: str = "config") -> ConfigSpace:
 def _walk_capabilities(data: bytes, path: str) -> tuple[tuple[int, int], ...]:
     found: list[tuple[int, int]] = []
     seen: set[int] = set()
-    pointer = data[CAP_POINTER] & 0xFC
+    pointer = data[CAP_POINTER]
     limit = min(len(data), 256)
     while pointer:
+        if pointer & 0x3:
+            raise HostDataError(path, f"pointer {pointer:#x}", "capability pointer not aligned")
         if pointer < HEADER_BYTES or pointer + 2 > limit:
             raise HostDataError(path, f"pointer {pointer:#x}", "capability outside 0x40-0xff")
         if pointer in seen:
             raise HostDataError(path, f"pointer {pointer:#x}", "capability list loops")
         seen.add(pointer)
         found.append((data[pointer], pointer))
-        pointer = data[pointer + 1] & 0xFC
+        pointer = data[pointer + 1]
     return tuple(found)
 
 

@@ -14,7 +14,7 @@ import posixpath
 import stat
 import tarfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from xputune.errors import HostError, RootEscapeError
 
@@ -147,39 +147,47 @@ class DirView(HostView):
         return real
 
     def _confined_realpath(self, path: str) -> str:
-        """Resolve component by component so that `..` and absolute targets cannot escape."""
-        parts = [p for p in path.split("/") if p]
-        resolved = "/"
-        follows = 0
-        while parts:
-            part = parts.pop(0)
-            if part == ".":
-                continue
-            if part == "..":
-                if resolved == "/":
-                    raise RootEscapeError(f"{self.label}: {path} leads outside the root")
-                resolved = posixpath.dirname(resolved)
-                continue
-            candidate = posixpath.join(resolved, part)
+        """Resolve so that `..` and absolute targets cannot escape the root.
+
+        Each prefix is resolved once and remembered, so the attributes of one device cost one
+        lstat each instead of one per path component.
+        """
+        return self._resolve(path.rstrip("/") or "/", path, [0])
+
+    def _resolve(self, path: str, original: str, hops: list[int]) -> str:
+        cached = self._real_cache.get(path)
+        if cached is not None:
+            return cached
+        head, _, name = path.rpartition("/")
+        base = self._resolve(head, original, hops) if head else "/"
+        if name in ("", "."):
+            result = base
+        elif name == "..":
+            if base == "/":
+                raise RootEscapeError(f"{self.label}: {original} leads outside the root")
+            result = posixpath.dirname(base)
+        else:
+            candidate = base.rstrip("/") + "/" + name
             try:
                 st = os.lstat(self.root + candidate)
-            except FileNotFoundError:
-                raise FileNotFoundError(errno.ENOENT, "no such file", path) from None
-            except NotADirectoryError:
-                raise FileNotFoundError(errno.ENOENT, "no such file", path) from None
-            if not stat.S_ISLNK(st.st_mode):
-                resolved = candidate
-                continue
-            follows += 1
-            if follows > MAX_SYMLINKS:
-                raise HostError(f"{self.label}: symlink loop at {path}")
-            target = os.readlink(self.root + candidate)
-            if target.startswith("/"):
-                raise RootEscapeError(
-                    f"{self.label}: symlink {candidate} -> {target} points outside the root"
+            except (FileNotFoundError, NotADirectoryError):
+                raise FileNotFoundError(errno.ENOENT, "no such file", original) from None
+            if stat.S_ISLNK(st.st_mode):
+                hops[0] += 1
+                if hops[0] > MAX_SYMLINKS:
+                    raise HostError(f"{self.label}: symlink loop at {original}")
+                target = os.readlink(self.root + candidate)
+                if target.startswith("/"):
+                    raise RootEscapeError(
+                        f"{self.label}: symlink {candidate} -> {target} points outside the root"
+                    )
+                result = self._resolve(
+                    (base.rstrip("/") + "/" + target).rstrip("/") or "/", original, hops
                 )
-            parts = [p for p in target.split("/") if p] + parts
-        return resolved
+            else:
+                result = candidate
+        self._real_cache[path] = result
+        return result
 
     def _read(self, real: str) -> bytes:
         with open(self._fs(real), "rb") as fh:
@@ -227,8 +235,7 @@ class DirView(HostView):
         self.accessed.add(path)
 
 
-@dataclass(frozen=True)
-class _Member:
+class _Member(NamedTuple):
     kind: str  # "file", "dir" or "link"
     data: bytes = b""
     target: str = ""

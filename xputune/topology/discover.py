@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from xputune.errors import HostError
 from xputune.host import HostView
 from xputune.host.cpulist import format_cpulist
 from xputune.topology.cards import PREFIX, classify, xpu_class_devices
-from xputune.topology.model import Card, Nic, PciFunction, Topology, Uplink
+from xputune.topology.model import Card, Link, Nic, PciFunction, Topology, Uplink
 from xputune.topology.nics import discover_nics
 from xputune.topology.numa import discover_cpu, discover_numa
 from xputune.topology.pci import discover_pci, path_to_root
@@ -44,7 +42,7 @@ def _discover(view: HostView) -> Topology:
     }
     uplink_of = _uplinks(pci, cards)
     cards = tuple(
-        replace(c, uplink=uplink_of.get(c.name), nearest_nic=_nearest_nic(c, nics, relations))
+        c._replace(uplink=uplink_of.get(c.name), nearest_nic=_nearest_nic(c, nics, relations))
         for c in cards
     )
     uplinks = _uplink_groups(pci, cards, nics)
@@ -52,10 +50,11 @@ def _discover(view: HostView) -> Topology:
     all_cpus = {cpu_id for node in nodes for cpu_id in node.cpus}
     node_ids = {node.id for node in nodes}
     for fn in pci.values():
-        if fn.link.degraded:
+        expected = _link_capability(fn, pci)
+        if expected is not None:
             warnings.append(
                 f"{fn.bdf} ({fn.device_name}): link runs at {fn.link.describe()} "
-                f"below its capability {fn.link.describe('max')}"
+                f"below what both ends can do ({expected})"
             )
     for card in cards:
         if card.numa_node is None:
@@ -84,6 +83,27 @@ def _discover(view: HostView) -> Topology:
         warnings=tuple(warnings),
         source=view.label,
     )
+
+
+def _link_capability(fn: PciFunction, pci: dict[str, PciFunction]) -> str | None:
+    """What the link above `fn` should run at when it runs slower, else None.
+
+    A link has two ends: a device (or switch upstream port) and the port above it. It is
+    degraded only when it runs below what both ends support; a Gen2 NIC on a Gen5 root port is
+    not. Ports facing down are skipped so each link is judged once, from its lower end.
+    """
+    if fn.kind in ("root port", "switch downstream"):
+        return None
+    link = fn.link
+    parent = pci.get(fn.parent or "")
+    speeds = [s for s in (link.max_speed, parent.link.max_speed if parent else None) if s]
+    widths = [w for w in (link.max_width, parent.link.max_width if parent else None) if w]
+    if not speeds or link.current_speed is None or link.current_width is None:
+        return None
+    best = Link(min(speeds), min(widths) if widths else None, None, None)
+    slow = link.current_speed < min(speeds)
+    narrow = bool(widths) and link.current_width < min(widths)
+    return best.describe() if slow or narrow else None
 
 
 def _cards(view: HostView, pci: dict[str, PciFunction]) -> tuple[Card, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+import os
 
 from xputune.errors import HostError
 from xputune.host import HostView
@@ -36,7 +36,9 @@ def _pair(text: str) -> tuple[int, int]:
 
 @cache
 def id_table() -> IdTable:
-    raw = json.loads((resources.files("xputune") / "data" / "pci_ids.json").read_text())
+    data = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "pci_ids.json")
+    with open(data, encoding="utf-8") as fh:
+        raw = json.load(fh)
     return IdTable(
         vendors={int(k, 16): v for k, v in raw["vendors"].items()},
         devices={_pair(k): v for k, v in raw["devices"].items()},

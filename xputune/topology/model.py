@@ -7,7 +7,7 @@ a `card` is an accelerator, an `uplink` is the switch upstream port that cards s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # Relation legend, nearest first (same letters as `nvidia-smi topo -m`).
 RELATIONS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -21,8 +21,7 @@ RELATION_HELP = {
 }
 
 
-@dataclass(frozen=True)
-class HugePages:
+class HugePages(NamedTuple):
     """One huge page pool (whole host or one node)."""
 
     size_kb: int
@@ -30,8 +29,7 @@ class HugePages:
     free: int
 
 
-@dataclass(frozen=True)
-class NumaNode:
+class NumaNode(NamedTuple):
     id: int
     cpus: tuple[int, ...]
     memory_total_bytes: int
@@ -44,15 +42,13 @@ class NumaNode:
         return bool(self.cpus)
 
 
-@dataclass(frozen=True)
-class CpuPackage:
+class CpuPackage(NamedTuple):
     id: int
     cpus: tuple[int, ...]
     numa_nodes: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Link:
+class Link(NamedTuple):
     """A PCIe link as sysfs reports it; speeds in GT/s."""
 
     current_speed: float | None
@@ -81,8 +77,7 @@ class Link:
         return f"{label} x{width}" if width else label
 
 
-@dataclass(frozen=True)
-class Ordering:
+class Ordering(NamedTuple):
     """Ordering bits of one PCIe function; None means unknown (config space not readable)."""
 
     ido_request: bool | None = None
@@ -91,8 +86,7 @@ class Ordering:
     reason: str | None = None  # why unknown, e.g. "needs root"
 
 
-@dataclass(frozen=True)
-class PciFunction:
+class PciFunction(NamedTuple):
     bdf: str
     sysfs_path: str  # host path of the device directory, e.g. /sys/devices/pci0000:00/...
     parent: str | None  # parent bridge's bdf; None when directly under a host bridge
@@ -127,8 +121,7 @@ class PciFunction:
         return f"{self.device_id:#06x}"
 
 
-@dataclass(frozen=True)
-class Card:
+class Card(NamedTuple):
     """An accelerator: a Kunlunxin XPU, an NVIDIA GPU or another processing accelerator."""
 
     name: str  # xpu0.., gpu0.., acc0..
@@ -144,8 +137,7 @@ class Card:
     device_node: str | None = None  # e.g. xpu0 from /sys/class/xpu
 
 
-@dataclass(frozen=True)
-class Nic:
+class Nic(NamedTuple):
     name: str  # netdev name
     bdf: str
     rdma: str | None  # InfiniBand device name (mlx5_0)
@@ -156,8 +148,7 @@ class Nic:
     path: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Uplink:
+class Uplink(NamedTuple):
     """A switch upstream port and the cards and NICs below it."""
 
     bdf: str
@@ -167,8 +158,7 @@ class Uplink:
     root_port: str | None
 
 
-@dataclass(frozen=True)
-class ShmMount:
+class ShmMount(NamedTuple):
     mount_point: str
     fstype: str
     options: tuple[str, ...]
@@ -176,8 +166,7 @@ class ShmMount:
     size_bytes: int | None
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """Host settings the transfer path depends on, as read; None means not present."""
 
     thp_enabled: str | None
@@ -192,24 +181,22 @@ class Settings:
     hugepages: tuple[HugePages, ...]
 
 
-@dataclass(frozen=True)
-class Cpu:
+class Cpu(NamedTuple):
     vendor: str  # GenuineIntel, AuthenticAMD, HygonGenuine, ...
     model_name: str
     logical_cpus: int
     packages: tuple[CpuPackage, ...]
 
 
-@dataclass(frozen=True)
-class Topology:
+class Topology(NamedTuple):
     cpu: Cpu
     numa_nodes: tuple[NumaNode, ...]
-    pci: dict[str, PciFunction] = field(hash=False)
+    pci: dict[str, PciFunction]
     cards: tuple[Card, ...]
     nics: tuple[Nic, ...]
     uplinks: tuple[Uplink, ...]
     settings: Settings
-    relations: dict[str, dict[str, str]] = field(hash=False)
+    relations: dict[str, dict[str, str]]
     warnings: tuple[str, ...]
     source: str
 

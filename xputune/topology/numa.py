@@ -13,6 +13,8 @@ from xputune.topology.values import parse_int
 NODE_DIR = "/sys/devices/system/node"
 _NODE = re.compile(r"^node(\d+)$")
 _HUGEPAGES = re.compile(r"^hugepages-(\d+)kB$")
+# Only the keys we use: one regex pass beats splitting every line of a 256-CPU cpuinfo.
+_CPUINFO_KEYS = re.compile(r"^(processor|vendor_id|model name|physical id)\s*:(.*)$", re.M)
 
 
 def node_ids(view: HostView) -> list[int]:
@@ -85,11 +87,7 @@ def discover_cpu(view: HostView, nodes: tuple[NumaNode, ...]) -> Cpu:
     package_cpus: dict[int, list[int]] = {}
     processor: int | None = None
     count = 0
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        key = key.strip()
+    for key, value in _CPUINFO_KEYS.findall(text):
         value = value.strip()
         if key == "processor":
             processor = parse_int(value, "/proc/cpuinfo", 0)
