@@ -7,7 +7,6 @@ import sys
 from enum import StrEnum
 from typing import Any
 
-
 PIPE_WIDTH = 160
 
 
@@ -27,7 +26,7 @@ def emit_data(data: dict[str, Any], fmt: Format) -> None:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
-def console():  # noqa: ANN201
+def console():
     """A rich console for tables; imported lazily because rich costs start-up time.
 
     Piped output gets a fixed width so the same host prints the same bytes anywhere.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+
 from xputune.errors import HostError
 from xputune.host.view import DirView, HostView, TarView
 

@@ -8,9 +8,9 @@ of the recording name devices exactly as the live probe did.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from functools import cache
-import os
 
 from xputune.errors import HostError
 from xputune.host import HostView
