@@ -1,0 +1,155 @@
+"""xputune tiers and xputune model through the real entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xputune.cli.entry import main
+
+
+def _run(capsys, *args: str) -> tuple[int, str, str]:
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _trace(tmp_path: Path) -> Path:
+    lines = []
+    for i in range(40):
+        ids = [0, 1 + i % 3, 10 + i % 3] if i % 2 else [0, 20 + i]
+        lines.append(
+            json.dumps(
+                {
+                    "timestamp": i,
+                    "input_length": 512 * len(ids) - 100,
+                    "output_length": 1,
+                    "hash_ids": ids,
+                }
+            )
+        )
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_tiers_json_contract(tmp_path: Path, capsys) -> None:
+    rc, out, _ = _run(
+        capsys,
+        "tiers",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--capacity",
+        "512",
+        "--capacity",
+        "2K",
+        "--format",
+        "json",
+    )
+    assert rc == 0
+    data = json.loads(out)
+    assert data["schema_version"] == 1
+    assert [p["capacity_tokens"] for p in data["curve"]] == [512, 2000]
+    assert all(0.0 <= p["hit_rate"] <= 1.0 for p in data["curve"])
+    assert data["curve"][0]["hit_rate"] <= data["curve"][1]["hit_rate"]
+
+
+def test_tiers_default_grid_table_plot_and_measured(tmp_path: Path, capsys) -> None:
+    table = tmp_path / "m.csv"
+    table.write_text("capacity_tokens,hit_rate,ttft_ms\n1024,0.2,900\n2048,0.2,880\n8192,0.5,700\n")
+    svg = tmp_path / "c.svg"
+    rc, out, _ = _run(
+        capsys,
+        "tiers",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--l1",
+        "1024",
+        "--measured",
+        str(table),
+        "--model",
+        "glm-5",
+        "--tp",
+        "8",
+        "--plot",
+        str(svg),
+    )
+    assert rc == 0
+    assert "L1 prefix hit rate" in out and "stop-at-plateau stops at 1024" in out
+    assert svg.read_text().startswith("<svg")
+    rc, out, _ = _run(
+        capsys,
+        "tiers",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--l1",
+        "1024",
+        "--measured",
+        str(table),
+        "-f",
+        "json",
+    )
+    data = json.loads(out)
+    assert data["measured"]["plateau_rule"]["disagrees"]
+    assert len(data["tiers"]) == len(data["curve"])
+
+
+def test_bad_trace_is_one_line_naming_the_line(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"input_length": 10, "hash_ids": [1]}\n{"input_length": -3, "hash_ids": []}\n')
+    rc, _, err = _run(capsys, "tiers", "--trace", str(bad))
+    assert rc == 2 and "line 2" in err and "input_length" in err and "Traceback" not in err
+    rc, _, err = _run(capsys, "tiers", "--trace", str(tmp_path / "missing.jsonl"))
+    assert rc == 2 and "not found" in err
+
+
+def test_png_without_matplotlib_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("numpy")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        rc, _, err = _run(
+            capsys, "tiers", "--trace", str(_trace(tmp_path)), "--plot", str(tmp_path / "c.png")
+        )
+        assert rc == 2 and "matplotlib" in err
+    else:
+        pytest.skip("matplotlib is installed")
+
+
+def test_model_seed(capsys) -> None:
+    rc, out, _ = _run(capsys, "model", "--seed", "--recompute-us-per-token", "28.24", "-f", "json")
+    assert rc == 0
+    data = json.loads(out)
+    assert abs(data["break_even"]["tokens"] - 3000) < 50
+    assert abs(data["transfer"]["implied_bytes_per_token"] - 100_189) < 1
+    assert abs(data["transfer"]["implied_over_model"] - 1.0) < 0.005
+
+
+def test_model_fits_points(capsys) -> None:
+    rc, out, _ = _run(
+        capsys,
+        "model",
+        "--point",
+        "1000:792.6",
+        "--point",
+        "8K:887.4",
+        "--point",
+        "32K:1222.8",
+        "--recompute-point",
+        "1000:760",
+        "--recompute-point",
+        "32000:1650",
+        "-f",
+        "json",
+    )
+    assert rc == 0
+    data = json.loads(out)
+    assert len(data["load_fit"]["points"]) == 3
+    assert data["break_even"]["tokens"] > 0
+
+
+def test_model_needs_inputs(capsys) -> None:
+    rc, _, err = _run(capsys, "model")
+    assert rc == 2 and "--point" in err

@@ -1,0 +1,678 @@
+"""model and tiers: the trace- and measurement-driven planning commands."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from xputune.cli.common import Format, FormatOpt, console, emit_data
+from xputune.errors import XputuneError
+
+_SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+
+
+class TraceFormat(StrEnum):
+    auto = "auto"
+    mooncake = "mooncake"
+    generic = "generic"
+
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="A preset (deepseek-v3, deepseek-v3.2, glm-5, qwen3-32b, "
+        "qwen3-235b-a22b, qwen3-30b-a3b, llama-3-70b) to turn tokens into bytes.",
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", help="A Hugging Face config.json instead of a preset.", metavar="FILE"
+    ),
+]
+TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel size.", min=1)]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="KV cache dtype (bf16, fp8, fp32).")]
+
+
+def _count(text: str, what: str) -> int:
+    """An integer count, optionally with a K/M/G/T (decimal) suffix: 64K, 2M."""
+    raw = text.strip().lower().replace("_", "")
+    scale = _SUFFIX.get(raw[-1:], 1.0)
+    body = raw[:-1] if raw[-1:] in _SUFFIX else raw
+    try:
+        value = float(body) * scale
+    except ValueError:
+        raise XputuneError(f"{what}: not a number: {text!r}") from None
+    if value < 0 or value != int(value):
+        raise XputuneError(f"{what}: must be a whole number >= 0, got {text!r}")
+    return int(value)
+
+
+def _read_text(path: Path, what: str) -> list[str]:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return fh.readlines()
+    except FileNotFoundError:
+        raise XputuneError(f"{what} not found: {path}") from None
+    except IsADirectoryError:
+        raise XputuneError(f"{what} is a directory: {path}") from None
+    except PermissionError:
+        raise XputuneError(f"{what} not readable (permission denied): {path}") from None
+    except UnicodeDecodeError:
+        raise XputuneError(f"{what} is not UTF-8 text: {path}") from None
+
+
+def _geometry(model: str | None, config: Path | None, tp: int, dtype: str):
+    from xputune.plan.geometry import geometry_from_config
+    from xputune.plan.presets import preset_config
+
+    if model and config:
+        raise XputuneError("give --model or --config, not both")
+    if config:
+        try:
+            data = json.loads("".join(_read_text(config, "model config")))
+        except json.JSONDecodeError as exc:
+            raise XputuneError(f"{config}: not JSON ({exc.msg}, line {exc.lineno})") from None
+        if not isinstance(data, dict):
+            raise XputuneError(f"{config}: expected a JSON object")
+        return geometry_from_config(data, tp=tp, dtype=dtype, name=config.stem)
+    if model:
+        name, data = preset_config(model)
+        return geometry_from_config(data, tp=tp, dtype=dtype, name=name)
+    return None
+
+
+def _pair(text: str, what: str) -> tuple[float, float]:
+    tokens, sep, ms = text.partition(":")
+    if not sep:
+        raise XputuneError(f"{what}: expected TOKENS:MS, got {text!r}")
+    try:
+        return float(_count(tokens, what)), float(ms)
+    except ValueError:
+        raise XputuneError(f"{what}: milliseconds not a number in {text!r}") from None
+
+
+def _csv_points(path: Path) -> list[tuple[float, float]]:
+    points = []
+    for number, line in enumerate(_read_text(path, "points file"), start=1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        cells = [c.strip() for c in text.split(",")]
+        if len(cells) != 2:
+            raise XputuneError(f"{path}: line {number}: expected tokens,ms")
+        try:
+            points.append((float(cells[0]), float(cells[1])))
+        except ValueError:
+            if number == 1 or not points:
+                continue  # a header row
+            raise XputuneError(f"{path}: line {number}: not numbers: {text!r}") from None
+    return points
+
+
+# --------------------------------------------------------------------------------- model
+
+
+def model_cmd(
+    point: Annotated[
+        list[str] | None,
+        typer.Option("--point", help="A measured all-hit load: TOKENS:MS (repeat; at least two)."),
+    ] = None,
+    points_file: Annotated[
+        Path | None,
+        typer.Option("--points", help="CSV of tokens,ms load measurements.", metavar="FILE"),
+    ] = None,
+    fit_a: Annotated[
+        float | None, typer.Option("--fit-a", help="Fixed load cost a (ms), instead of points.")
+    ] = None,
+    fit_b: Annotated[
+        float | None, typer.Option("--fit-b", help="Load cost per token b (us), instead of points.")
+    ] = None,
+    recompute_us: Annotated[
+        float | None,
+        typer.Option(
+            "--recompute-us-per-token", help="Prefill cost per token (us) when recomputing."
+        ),
+    ] = None,
+    recompute_point: Annotated[
+        list[str] | None,
+        typer.Option("--recompute-point", help="A measured recompute: TOKENS:MS (repeat)."),
+    ] = None,
+    floor_ms: Annotated[
+        float,
+        typer.Option(
+            "--floor-ms",
+            help="Fixed per-request time both paths pay (the deployment floor); "
+            "the recompute line is floor + per-token cost.",
+        ),
+    ] = 0.0,
+    bandwidth: Annotated[
+        float | None,
+        typer.Option("--bandwidth-gbps", help="Measured H2D bandwidth in GB/s (1e9 bytes)."),
+    ] = None,
+    bytes_per_token: Annotated[
+        float | None,
+        typer.Option("--bytes-per-token", help="KV bytes per token per rank (else from --model)."),
+    ] = None,
+    break_even_at: Annotated[
+        float | None,
+        typer.Option(
+            "--break-even-at",
+            help="Also report the recompute cost per token that would put "
+            "break-even at this many tokens.",
+        ),
+    ] = None,
+    seed: Annotated[
+        bool,
+        typer.Option(
+            "--seed",
+            help="Use the field report's figures: T(n) = 779.1 ms + 13.539 us*n, "
+            "735 ms floor, 7.40 GB/s, GLM-5.",
+        ),
+    ] = False,
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
+    tp: TpOpt = 8,
+    dtype: DtypeOpt = "bf16",
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Is a prefix hit worth loading from L2? Fit the load time, find the break-even length.
+
+    Fits T(n) = a + b*n to measured all-hit loads (least squares, with residuals), compares it
+    with recomputing (R(n) = floor + d*n, or a line fitted to measured recomputes) and prints
+    the prefix length above which a hit saves time. The slope b times the measured bandwidth
+    is the bytes moved per token: it should match the model's KV geometry, or the fit is
+    measuring something else.
+
+    Example: xputune model --seed --recompute-us-per-token 28
+    """
+    from xputune.plan.netbenefit import (
+        LinearFit,
+        bandwidth_gb_s,
+        break_even,
+        fit_line,
+        recompute_needed,
+    )
+    from xputune.plan.netbenefit import bytes_per_token as implied_bytes
+
+    if seed:
+        fit_a = 779.1 if fit_a is None and not point and not points_file else fit_a
+        fit_b = 13.539 if fit_b is None and not point and not points_file else fit_b
+        floor_ms = floor_ms or 735.0
+        bandwidth = bandwidth or 7.40
+        model = model or (None if config else "glm-5")
+    pts = [_pair(p, "--point") for p in point or []]
+    if points_file:
+        pts += _csv_points(points_file)
+    try:
+        if pts:
+            if fit_a is not None or fit_b is not None:
+                raise XputuneError("give load points or --fit-a/--fit-b, not both")
+            if len(pts) < 2:
+                raise XputuneError("a load fit needs at least two points")
+            load = fit_line(pts)
+        elif fit_a is not None and fit_b is not None:
+            load = LinearFit(fit_a, fit_b / 1000.0)
+        else:
+            raise XputuneError(
+                "give --point TOKENS:MS (twice or more), --points FILE, "
+                "or --fit-a and --fit-b (or --seed)"
+            )
+        recompute = None
+        if recompute_point:
+            if recompute_us is not None:
+                raise XputuneError("give --recompute-point or --recompute-us-per-token, not both")
+            recompute = fit_line([_pair(p, "--recompute-point") for p in recompute_point])
+        elif recompute_us is not None:
+            recompute = LinearFit(floor_ms, recompute_us / 1000.0)
+    except ValueError as exc:
+        raise XputuneError(str(exc)) from None
+
+    geometry = _geometry(model, config, tp, dtype)
+    data: dict[str, Any] = {"schema_version": 1, "load_fit": _fit_dict(load)}
+    data["load_fit"]["l2_fixed_ms"] = round(load.intercept_ms - floor_ms, 6)
+    if recompute is not None:
+        be = break_even(load, recompute)
+        data["recompute_fit"] = _fit_dict(recompute)
+        data["break_even"] = {
+            "tokens": None if be.tokens is None else round(be.tokens, 1),
+            "always_pays": be.always,
+            "never_pays": be.tokens is None and not be.always,
+            "saving_us_per_token_beyond": round(be.saving_per_token_ms * 1000.0, 6),
+        }
+    if break_even_at:
+        data["recompute_us_per_token_for_break_even"] = {
+            "at_tokens": break_even_at,
+            "floor_ms": floor_ms,
+            "us_per_token": round(recompute_needed(load, floor_ms, break_even_at) * 1000, 4),
+        }
+    transfer: dict[str, Any] = {}
+    if bandwidth:
+        transfer["bandwidth_gb_s"] = bandwidth
+        transfer["implied_bytes_per_token"] = round(
+            implied_bytes(load.slope_ms_per_token, bandwidth), 1
+        )
+    known = bytes_per_token or (geometry.bytes_per_token if geometry else None)
+    if known:
+        transfer["model_bytes_per_token"] = known
+        if geometry:
+            transfer["model"] = geometry.name
+            transfer["tp"] = geometry.tp
+            transfer["dtype"] = geometry.dtype
+        if load.slope_ms_per_token > 0:
+            transfer["implied_bandwidth_gb_s"] = round(
+                bandwidth_gb_s(load.slope_ms_per_token, known), 4
+            )
+        if "implied_bytes_per_token" in transfer:
+            transfer["implied_over_model"] = round(transfer["implied_bytes_per_token"] / known, 4)
+    if transfer:
+        data["transfer"] = transfer
+    if fmt is not Format.table:
+        emit_data(data, fmt)
+        return
+    _render_model(data)
+
+
+def _fit_dict(fit) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "a_ms": round(fit.intercept_ms, 6),
+        "b_us_per_token": round(fit.slope_us_per_token, 6),
+    }
+    if fit.xs:
+        out["points"] = [
+            {"tokens": x, "ms": y, "residual_ms": round(r, 4)}
+            for x, y, r in zip(fit.xs, fit.ys, fit.residuals_ms, strict=True)
+        ]
+        out["rms_residual_ms"] = round(fit.rms_residual_ms, 4)
+        out["r_squared"] = None if fit.r_squared is None else round(fit.r_squared, 6)
+    return out
+
+
+def _render_model(data: dict[str, Any]) -> None:
+    c = console()
+    fit = data["load_fit"]
+    c.print(
+        f"load  T(n) = {fit['a_ms']:.1f} ms + {fit['b_us_per_token']:.3f} us * n"
+        f"   (L2-path fixed part {fit['l2_fixed_ms']:.1f} ms)"
+    )
+    for p in fit.get("points", []):
+        c.print(
+            f"      {p['tokens']:>10.0f} tokens  {p['ms']:>9.1f} ms  "
+            f"residual {p['residual_ms']:+.2f} ms"
+        )
+    if "rms_residual_ms" in fit:
+        r2 = fit["r_squared"]
+        c.print(
+            f"      rms residual {fit['rms_residual_ms']:.2f} ms"
+            + (f", R^2 {r2:.4f}" if r2 is not None else "")
+        )
+    if "recompute_fit" in data:
+        rf = data["recompute_fit"]
+        c.print(f"recompute R(n) = {rf['a_ms']:.1f} ms + {rf['b_us_per_token']:.3f} us * n")
+        be = data["break_even"]
+        if be["always_pays"]:
+            c.print("break-even: every hit pays (loading is cheaper at any length)")
+        elif be["never_pays"]:
+            c.print("break-even: never (recomputing a token is not slower than loading it)")
+        else:
+            c.print(f"break-even: {be['tokens']:.0f} tokens: only hits longer than this pay off")
+    else:
+        c.print("break-even: give --recompute-us-per-token or --recompute-point")
+    if "recompute_us_per_token_for_break_even" in data:
+        need = data["recompute_us_per_token_for_break_even"]
+        c.print(
+            f"for break-even at {need['at_tokens']:.0f} tokens, recompute must cost "
+            f"{need['us_per_token']:.2f} us/token (floor {need['floor_ms']:.0f} ms)"
+        )
+    t = data.get("transfer", {})
+    if "implied_bytes_per_token" in t:
+        c.print(
+            f"bytes/token implied by b at {t['bandwidth_gb_s']} GB/s: "
+            f"{t['implied_bytes_per_token']:,.0f}"
+        )
+    if "model_bytes_per_token" in t:
+        label = f"{t.get('model', 'given')}" + (f" TP{t['tp']} {t['dtype']}" if "tp" in t else "")
+        c.print(f"bytes/token of {label} (per rank): {t['model_bytes_per_token']:,.0f}")
+        if "implied_bandwidth_gb_s" in t:
+            c.print(f"bandwidth implied by b and the model: {t['implied_bandwidth_gb_s']:.2f} GB/s")
+        if "implied_over_model" in t:
+            c.print(f"implied / model bytes: {t['implied_over_model']:.3f}")
+
+
+# --------------------------------------------------------------------------------- tiers
+
+
+def tiers_cmd(
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Request trace (JSON lines): Mooncake or the generic format.",
+            metavar="FILE",
+        ),
+    ] = None,
+    trace_format: Annotated[
+        TraceFormat,
+        typer.Option("--trace-format", help="auto looks for hash_ids in the first request."),
+    ] = TraceFormat.auto,
+    block_size: Annotated[
+        int | None,
+        typer.Option(
+            "--block-size",
+            help="Tokens per trace block (Mooncake: 512; generic: its page_size).",
+            min=1,
+        ),
+    ] = None,
+    capacity: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--capacity",
+            help="A capacity to report, in tokens (repeat; 64K, 2M accepted). "
+            "Default: a geometric grid up to saturation.",
+            metavar="TOKENS",
+        ),
+    ] = None,
+    l1: Annotated[
+        str | None,
+        typer.Option(
+            "--l1",
+            help="Device (L1) cache size in tokens: adds L1 + L2 hit rates for a "
+            "write-through and an exclusive L2 at each capacity.",
+            metavar="TOKENS",
+        ),
+    ] = None,
+    sample_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--sample-rate",
+            help="Sampled (SHARDS) mode at this rate, e.g. 0.1; default exact.",
+            min=0.0,
+            max=1.0,
+        ),
+    ] = None,
+    measured: Annotated[
+        Path | None,
+        typer.Option(
+            "--measured",
+            help="CSV of measured tiers: capacity_tokens|capacity_gb, hit_rate"
+            "[, ttft_ms]; checks the stop-at-plateau rule.",
+            metavar="FILE",
+        ),
+    ] = None,
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance",
+            help="Recommend the smallest capacity within this many percentage "
+            "points of the best hit rate.",
+            min=0.0,
+        ),
+    ] = 1.0,
+    min_gain: Annotated[
+        float,
+        typer.Option(
+            "--min-gain",
+            help="Plateau rule: a step adding fewer percentage points is flat.",
+            min=0.0,
+        ),
+    ] = 1.0,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Also draw the curve to FILE (.svg; .png needs matplotlib).",
+            metavar="FILE",
+        ),
+    ] = None,
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
+    tp: TpOpt = 1,
+    dtype: DtypeOpt = "bf16",
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """How much cache capacity is worth having? The prefix hit-rate curve of a trace.
+
+    Computes the exact token-weighted prefix-cache LRU hit rate at every capacity in one pass
+    (capacity counts cache slots: a 512-token block takes 512 tokens even when partial), then
+    reads off the knee, the smallest capacity within --tolerance of the best rate, and where
+    the stop-at-plateau rule would have stopped. With --measured it checks the rule against a
+    table of measured tiers; with --model it shows GB per rank.
+
+    Example: xputune tiers --trace mooncake_trace.jsonl --l1 200K --model glm-5 --plot c.svg
+    """
+    if trace is None and measured is None:
+        raise XputuneError("give --trace FILE, --measured FILE, or both")
+    if plot and plot.suffix.lower() not in (".svg", ".png"):
+        raise XputuneError(f"--plot: use a .svg or .png file name, got {plot.name}")
+    geometry = _geometry(model, config, tp, dtype)
+    caps = [_count(c, "--capacity") for c in capacity or []]
+    l1_tokens = _count(l1, "--l1") if l1 else None
+    data: dict[str, Any] = {"schema_version": 1}
+    curve = None
+    if trace is not None:
+        curve, requests = _curve(trace, trace_format, block_size, sample_rate)
+        data["trace"] = {
+            "file": str(trace),
+            "requests": requests,
+            "accesses": curve.accesses,
+            "distinct_blocks": curve.distinct_blocks,
+            "block_size": curve.block_size,
+            "total_tokens": int(curve.total_tokens) if curve.exact else None,
+            "chain_violations": curve.chain_violations,
+            "mode": "exact" if curve.exact else "sampled",
+            "sample_rate": curve.sample_rate,
+        }
+        from xputune.plan.tiersreport import curve_report
+
+        data.update(
+            curve_report(
+                curve,
+                caps,
+                tolerance=tolerance / 100,
+                min_gain=min_gain / 100,
+                l1_tokens=l1_tokens,
+                geometry=geometry,
+            )
+        )
+    else:
+        data["curve"] = []
+    if measured is not None:
+        from xputune.plan.tiersreport import measured_report
+        from xputune.plan.traces import parse_measured_table
+
+        table = parse_measured_table(_read_text(measured, "measured table"), str(measured))
+        data["measured"] = measured_report(
+            table,
+            min_gain=min_gain / 100,
+            tolerance=tolerance / 100,
+            curve=curve,
+            geometry=geometry,
+        )
+    if geometry is not None:
+        data["model"] = {
+            "name": geometry.name,
+            "tp": geometry.tp,
+            "dtype": geometry.dtype,
+            "bytes_per_token_per_rank": geometry.bytes_per_token,
+        }
+    chart = _chart(data, curve)
+    if plot is not None:
+        _write_plot(plot, chart)
+        data["plot"] = str(plot)
+    if fmt is not Format.table:
+        emit_data(data, fmt)
+        return
+    _render_tiers(data, chart)
+
+
+def _curve(
+    path: Path, trace_format: TraceFormat, block_size: int | None, sample_rate: float | None
+):
+    from xputune.plan.hitrate import exact_curve, sampled_curve
+    from xputune.plan.traces import MOONCAKE_BLOCK, parse_generic, parse_mooncake, sniff_format
+
+    lines = _read_text(path, "trace")
+    kind = trace_format.value
+    if kind == "auto":
+        first = next((ln for ln in lines if ln.strip()), "")
+        kind = sniff_format(first)
+    if kind == "mooncake":
+        tr = parse_mooncake(lines, block_size or MOONCAKE_BLOCK, source=str(path))
+    else:
+        tr = parse_generic(lines, block_size, source=str(path))
+    if tr.accesses == 0:
+        raise XputuneError(f"{path}: the trace has no blocks")
+    if sample_rate is not None and sample_rate < 1.0:
+        if sample_rate <= 0:
+            raise XputuneError("--sample-rate must be > 0")
+        return sampled_curve(tr, sample_rate), tr.requests
+    return exact_curve(tr), tr.requests
+
+
+def _chart(data: dict[str, Any], curve):
+    from xputune.plan.plot import Chart, Mark, Series
+
+    series, marks = [], []
+    if curve is not None:
+        import numpy as np
+
+        top = max(curve.saturation_tokens, curve.block_size) * 2
+        xs = np.unique(np.geomspace(curve.block_size, top, 200).astype(np.int64))
+        series.append(
+            Series(
+                "L1 prefix hit rate (trace)",
+                list(zip(xs.tolist(), curve.hit_rates(xs).tolist(), strict=True)),
+            )
+        )
+        if data.get("knee"):
+            marks.append(Mark("knee", data["knee"]["capacity_tokens"], data["knee"]["hit_rate"]))
+        if data.get("recommendation"):
+            r = data["recommendation"]
+            marks.append(Mark("recommended", r["capacity_tokens"], r["hit_rate"], "R", "#2ca02c"))
+    m = data.get("measured")
+    if m and (m["unit"] == "tokens" or "trace_at_rows" in m or curve is None):
+        rows = m.get("trace_at_rows")
+        pts = [
+            ((rows[i]["capacity_tokens"] if rows else r["capacity"]), r["hit_rate"])
+            for i, r in enumerate(m["rows"])
+        ]
+        series.append(Series("measured tiers", pts, "o", "#ff7f0e", line=False))
+    unit = "tokens" if curve is not None or (m and m["unit"] == "tokens") else "GB"
+    return Chart(series, marks, unit=unit)
+
+
+def _write_plot(path: Path, chart) -> None:
+    from xputune.plan.plot import png_plot, svg_plot
+
+    try:
+        if path.suffix.lower() == ".png":
+            try:
+                payload = png_plot(chart)
+            except ImportError:
+                raise XputuneError(
+                    "PNG plots need matplotlib: pip install 'xputune[plot]', or write .svg"
+                ) from None
+            path.write_bytes(payload)
+        else:
+            path.write_text(svg_plot(chart), encoding="utf-8")
+    except OSError as exc:
+        raise XputuneError(f"cannot write plot {path}: {exc.strerror}") from None
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2%}"
+
+
+def _render_tiers(data: dict[str, Any], chart) -> None:
+    from rich.table import Table
+
+    from xputune.plan.plot import human, text_plot
+
+    c = console()
+    t = data.get("trace")
+    if t:
+        mode = "exact" if t["mode"] == "exact" else f"sampled at {t['sample_rate']:g}"
+        c.print(
+            f"trace {t['file']}: {t['requests']:,} requests, {t['accesses']:,} block "
+            f"accesses, {t['distinct_blocks']:,} distinct blocks of {t['block_size']} "
+            f"tokens ({mode})"
+        )
+        if t["chain_violations"]:
+            c.print(
+                f"[yellow]warning: {t['chain_violations']:,} block ids reappear after a "
+                "different parent: ids are not prefix-chained[/yellow]"
+            )
+        gb = "gb_per_rank" in (data["curve"][0] if data["curve"] else {})
+        table = Table(title="L1 prefix hit rate")
+        table.add_column("capacity (tokens)", justify="right")
+        if gb:
+            table.add_column("GB/rank", justify="right")
+        table.add_column("hit rate", justify="right")
+        tiers = {r["l2_capacity_tokens"]: r for r in data.get("tiers", [])}
+        if tiers:
+            table.add_column("L1+L2 write-through", justify="right")
+            table.add_column("L1+L2 exclusive", justify="right")
+        for row in data["curve"]:
+            cells = [f"{row['capacity_tokens']:,}"]
+            if gb:
+                cells.append(f"{row['gb_per_rank']:.2f}")
+            cells.append(_pct(row["hit_rate"]))
+            if tiers:
+                tr = tiers[row["capacity_tokens"]]
+                cells += [_pct(tr["write_through_hit_rate"]), _pct(tr["exclusive_hit_rate"])]
+            table.add_row(*cells)
+        c.print(table)
+        if tiers:
+            c.print(
+                f"L1 = {data['l1_tokens']:,} tokens alone: "
+                f"{_pct(next(iter(tiers.values()))['l1_hit_rate'])}"
+            )
+        c.print(
+            f"best possible {_pct(data['max_hit_rate'])}, reached at "
+            f"{human(data['saturation_tokens'])} tokens"
+        )
+        if data.get("knee"):
+            c.print(
+                f"knee: {human(data['knee']['capacity_tokens'])} tokens, "
+                f"{_pct(data['knee']['hit_rate'])}"
+            )
+        if data.get("recommendation"):
+            r = data["recommendation"]
+            c.print(
+                f"recommended: {human(r['capacity_tokens'])} tokens, {_pct(r['hit_rate'])} "
+                f"({r['rule']})"
+            )
+        p = data.get("plateau_rule")
+        if p and p["disagrees"]:
+            c.print(
+                f"[yellow]stop-at-plateau would stop at {human(p['stops_at_tokens'])} "
+                f"tokens and miss {p['missed_hit_rate']:.2%} of hit rate; the curve rises "
+                f"again at {', '.join(human(x) for x in p['later_rises_tokens']) or '-'}"
+                "[/yellow]"
+            )
+    m = data.get("measured")
+    if m:
+        p = m["plateau_rule"]
+        c.print(
+            f"measured tiers ({m['unit']}): stop-at-plateau stops at {p['stops_at']:g}; "
+            f"the full table prefers {p['full_table_prefers']:g} ({p['chosen_by']})"
+        )
+        if p["disagrees"]:
+            c.print(
+                f"[yellow]they disagree: later tiers {p['later_rises']} add "
+                f"{p['missed_hit_rate']:.2%} of hit rate after the plateau[/yellow]"
+            )
+    if chart.series:
+        c.print(text_plot(chart), markup=False, highlight=False)
+    if data.get("plot"):
+        c.print(f"plot written to {data['plot']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("model", help=model_cmd.__doc__)(model_cmd)
+    app.command("tiers", help=tiers_cmd.__doc__)(tiers_cmd)

@@ -1,0 +1,200 @@
+"""Hit-rate curves drawn as text (for the terminal) and as SVG (for reports), no plot library.
+
+Capacity runs on a log axis: prefix curves span block-size to terabytes, and their plateaus
+and late rises only show on a log scale. Functions return strings; callers print or save.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    points: Sequence[tuple[float, float]]  # (capacity tokens, hit rate 0..1), capacity > 0
+    marker: str = "*"  # text glyph
+    color: str = "#1f77b4"
+    line: bool = True  # SVG: join points (a curve) or not (measured tiers)
+
+
+@dataclass(frozen=True)
+class Mark:
+    label: str
+    capacity: float
+    hit_rate: float
+    glyph: str = "K"
+    color: str = "#d62728"
+
+
+@dataclass(frozen=True)
+class Chart:
+    series: Sequence[Series]
+    marks: Sequence[Mark] = field(default_factory=tuple)
+    title: str = "prefix hit rate vs capacity"
+    unit: str = "tokens"
+
+
+def _bounds(chart: Chart) -> tuple[float, float]:
+    xs = [x for s in chart.series for x, _ in s.points if x > 0]
+    xs += [m.capacity for m in chart.marks if m.capacity > 0]
+    if not xs:
+        return 1.0, 10.0
+    lo, hi = min(xs), max(xs)
+    return (lo, hi * 10) if lo == hi else (lo, hi)
+
+
+def human(value: float) -> str:
+    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if value >= size:
+            return f"{value / size:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def text_plot(chart: Chart, width: int = 64, height: int = 16) -> str:
+    lo, hi = _bounds(chart)
+    span = math.log(hi / lo)
+    grid = [[" "] * width for _ in range(height)]
+
+    def col(x: float) -> int:
+        return min(width - 1, max(0, round(math.log(x / lo) / span * (width - 1))))
+
+    def row(y: float) -> int:
+        return min(height - 1, max(0, height - 1 - round(y * (height - 1))))
+
+    for s in chart.series:
+        for x, y in s.points:
+            if x > 0:
+                grid[row(y)][col(x)] = s.marker
+    for m in chart.marks:
+        if m.capacity > 0:
+            grid[row(m.hit_rate)][col(m.capacity)] = m.glyph
+    lines = [chart.title]
+    for i, cells in enumerate(grid):
+        y = 1 - i / (height - 1)
+        label = f"{y:4.0%}" if i % 3 == 0 or i == height - 1 else "    "
+        lines.append(f"{label} |{''.join(cells)}")
+    lines.append("     +" + "-" * width)
+    left, right = human(lo), human(hi)
+    lines.append("      " + left + " " * max(1, width - len(left) - len(right)) + right)
+    lines.append(f"      capacity ({chart.unit}, log scale)")
+    legend = [f"{s.marker} {s.label}" for s in chart.series]
+    legend += [
+        f"{m.glyph} {m.label}: {human(m.capacity)} {chart.unit}, {m.hit_rate:.1%}"
+        for m in chart.marks
+    ]
+    lines.extend("      " + item for item in legend)
+    return "\n".join(lines) + "\n"
+
+
+def svg_plot(chart: Chart, width: int = 720, height: int = 420) -> str:
+    lo, hi = _bounds(chart)
+    span = math.log(hi / lo)
+    left, right, top, bottom = 64, 24, 40, 56
+    pw, ph = width - left - right, height - top - bottom
+
+    def px(x: float) -> float:
+        return left + math.log(x / lo) / span * pw
+
+    def py(y: float) -> float:
+        return top + (1 - y) * ph
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="15">'
+        f"{escape(chart.title)}</text>",
+    ]
+    for i in range(0, 11, 2):
+        y = py(i / 10)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{i * 10}%</text>')
+    decade = 10 ** math.floor(math.log10(lo))
+    while decade <= hi:
+        if decade >= lo:
+            x = px(decade)
+            out.append(
+                f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>'
+            )
+            out.append(
+                f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{human(decade)}</text>'
+            )
+        decade *= 10
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>')
+    out.append(
+        f'<text x="{left + pw / 2}" y="{height - 14}" text-anchor="middle">'
+        f"capacity ({escape(chart.unit)}, log scale)</text>"
+    )
+    legend_y = top + 14
+    for s in chart.series:
+        pts = [(px(x), py(y)) for x, y in s.points if x > 0]
+        if s.line and len(pts) > 1:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+            out.append(
+                f'<polyline points="{path}" fill="none" stroke="{s.color}" stroke-width="2"/>'
+            )
+        else:
+            out.extend(
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{s.color}"/>' for x, y in pts
+            )
+        out.append(
+            f'<text x="{left + 10}" y="{legend_y}" fill="{s.color}">{escape(s.label)}</text>'
+        )
+        legend_y += 16
+    for m in chart.marks:
+        if m.capacity <= 0:
+            continue
+        x, y = px(m.capacity), py(m.hit_rate)
+        out.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="none" stroke="{m.color}" '
+            'stroke-width="2"/>'
+        )
+        out.append(
+            f'<text x="{x + 8:.1f}" y="{y - 8:.1f}" fill="{m.color}">'
+            f"{escape(m.label)} {human(m.capacity)}, {m.hit_rate:.1%}</text>"
+        )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def png_plot(chart: Chart) -> bytes:
+    """PNG through matplotlib (the optional `plot` extra); ImportError when it is missing."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.2, 4.2), dpi=100)
+    for s in chart.series:
+        xs = [x for x, _ in s.points if x > 0]
+        ys = [y for x, y in s.points if x > 0]
+        if s.line:
+            ax.plot(xs, ys, color=s.color, label=s.label)
+        else:
+            ax.scatter(xs, ys, color=s.color, label=s.label)
+    for m in chart.marks:
+        ax.scatter([m.capacity], [m.hit_rate], color=m.color, marker="o", facecolors="none")
+        ax.annotate(
+            f"{m.label}",
+            (m.capacity, m.hit_rate),
+            textcoords="offset points",
+            xytext=(6, -12),
+            color=m.color,
+        )
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(f"capacity ({chart.unit}, log scale)")
+    ax.set_ylabel("prefix hit rate")
+    ax.set_title(chart.title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,147 @@
+"""The data behind `xputune tiers`: a curve read at capacities, its knee, a recommendation,
+L1 + L2 combinations, and the stop-at-plateau rule checked against the whole curve or table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from xputune.plan.geometry import KVGeometry
+from xputune.plan.hitrate import HitCurve, default_grid, tier_point
+from xputune.plan.knee import knee, plateau_rule, recommend
+from xputune.plan.traces import MeasuredTable
+
+GB = 1e9
+
+
+def _gb(tokens: float, geometry: KVGeometry | None) -> dict[str, float]:
+    if geometry is None:
+        return {}
+    return {"gb_per_rank": round(tokens * geometry.bytes_per_token / GB, 3)}
+
+
+def curve_report(
+    curve: HitCurve,
+    capacities: Sequence[int] | None,
+    *,
+    tolerance: float,
+    min_gain: float,
+    l1_tokens: int | None = None,
+    geometry: KVGeometry | None = None,
+) -> dict[str, Any]:
+    caps = sorted(set(capacities)) if capacities else default_grid(curve)
+    rates = [curve.hit_rate(c) for c in caps]
+    out: dict[str, Any] = {
+        "curve": [
+            {"capacity_tokens": c, "hit_rate": round(r, 6), **_gb(c, geometry)}
+            for c, r in zip(caps, rates, strict=True)
+        ],
+        "max_hit_rate": round(curve.max_hit_rate, 6),
+        "saturation_tokens": curve.saturation_tokens,
+    }
+    k = knee(curve)
+    out["knee"] = (
+        None
+        if k is None
+        else {
+            "capacity_tokens": k.capacity_tokens,
+            "hit_rate": round(k.hit_rate, 6),
+            **_gb(k.capacity_tokens, geometry),
+        }
+    )
+    pick = recommend(curve, caps, tolerance)
+    out["recommendation"] = (
+        None
+        if pick is None
+        else {
+            "capacity_tokens": pick,
+            "hit_rate": round(curve.hit_rate(pick), 6),
+            "rule": f"smallest capacity within {tolerance:.1%} of the best rate "
+            "at these capacities",
+            **_gb(pick, geometry),
+        }
+    )
+    if len(caps) > 1:
+        verdict = plateau_rule(rates, min_gain, tolerance=tolerance)
+        out["plateau_rule"] = {
+            "min_gain": min_gain,
+            "stops_at_tokens": caps[verdict.stop_index],
+            "curve_prefers_tokens": caps[verdict.best_index],
+            "disagrees": verdict.disagrees,
+            "missed_hit_rate": round(verdict.missed_gain, 6),
+            "later_rises_tokens": [caps[i] for i in verdict.later_rises],
+        }
+    if l1_tokens is not None:
+        rows = []
+        for c in caps:
+            t = tier_point(curve, l1_tokens, c)
+            rows.append(
+                {
+                    "l2_capacity_tokens": c,
+                    "l1_hit_rate": round(t.l1_hit_rate, 6),
+                    "write_through_hit_rate": round(t.write_through_hit_rate, 6),
+                    "exclusive_hit_rate": round(t.exclusive_hit_rate, 6),
+                    "write_through_l2_share": round(t.write_through_l2_share, 6),
+                    "exclusive_l2_share": round(t.exclusive_l2_share, 6),
+                    **_gb(c, geometry),
+                }
+            )
+        out["l1_tokens"] = l1_tokens
+        out["tiers"] = rows
+    return out
+
+
+def measured_report(
+    table: MeasuredTable,
+    *,
+    min_gain: float,
+    tolerance: float,
+    curve: HitCurve | None = None,
+    geometry: KVGeometry | None = None,
+) -> dict[str, Any]:
+    rows = table.rows
+    verdict = plateau_rule(
+        [r.hit_rate for r in rows], min_gain, [r.ttft_ms for r in rows], tolerance
+    )
+    out: dict[str, Any] = {
+        "unit": table.unit,
+        "rows": [
+            {"capacity": r.capacity, "hit_rate": r.hit_rate, "ttft_ms": r.ttft_ms} for r in rows
+        ],
+        "plateau_rule": {
+            "min_gain": min_gain,
+            "stops_at": rows[verdict.stop_index].capacity,
+            "first_flat_step_at": None
+            if verdict.first_flat_index is None
+            else rows[verdict.first_flat_index].capacity,
+            "full_table_prefers": rows[verdict.best_index].capacity,
+            "chosen_by": "lowest ttft_ms"
+            if all(r.ttft_ms is not None for r in rows)
+            else "hit rate within tolerance of the best",
+            "disagrees": verdict.disagrees,
+            "missed_hit_rate": round(verdict.missed_gain, 6),
+            "later_rises": [rows[i].capacity for i in verdict.later_rises],
+        },
+    }
+    if curve is not None:
+        to_tokens = None
+        if table.unit == "tokens":
+
+            def to_tokens(c: float) -> int:
+                return int(c)
+        elif geometry is not None:
+
+            def to_tokens(c: float) -> int:
+                return int(c * GB / geometry.bytes_per_token)
+
+        if to_tokens is not None:
+            out["trace_at_rows"] = [
+                {
+                    "capacity": r.capacity,
+                    "capacity_tokens": to_tokens(r.capacity),
+                    "trace_hit_rate": round(curve.hit_rate(to_tokens(r.capacity)), 6),
+                }
+                for r in rows
+            ]
+    return out
