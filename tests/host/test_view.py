@@ -16,7 +16,9 @@ def tree(tmp_path: Path) -> Path:
     dev.mkdir(parents=True)
     (dev / "vendor").write_text("0x1d22\n")
     (root / "sys/bus/pci/devices").mkdir(parents=True)
-    os.symlink("../../../devices/pci0000:00/0000:00:01.0", root / "sys/bus/pci/devices/0000:00:01.0")
+    os.symlink(
+        "../../../devices/pci0000:00/0000:00:01.0", root / "sys/bus/pci/devices/0000:00:01.0"
+    )
     (root / "proc").mkdir()
     return root
 
@@ -31,7 +33,9 @@ def _tar(root: Path, out: Path) -> Path:
 def test_reads_through_relative_symlinks(tree: Path, tmp_path: Path, kind: str) -> None:
     view = DirView(str(tree)) if kind == "dir" else TarView(str(_tar(tree, tmp_path / "r.tgz")))
     assert view.read_text("/sys/bus/pci/devices/0000:00:01.0/vendor") == "0x1d22"
-    assert view.realpath("/sys/bus/pci/devices/0000:00:01.0") == "/sys/devices/pci0000:00/0000:00:01.0"
+    assert (
+        view.realpath("/sys/bus/pci/devices/0000:00:01.0") == "/sys/devices/pci0000:00/0000:00:01.0"
+    )
     assert view.listdir("/sys/bus/pci/devices") == ["0000:00:01.0"]
     assert view.read_optional("/sys/bus/pci/devices/0000:00:01.0/numa_node") is None
     assert "/sys/bus/pci/devices/0000:00:01.0/vendor" in view.accessed

@@ -67,7 +67,8 @@ def _read_text(path: Path, what: str) -> list[str]:
         raise XputuneError(f"{what} is not UTF-8 text: {path}") from None
 
 
-def _geometry(model: str | None, config: Path | None, tp: int, dtype: str):
+def load_geometry(model: str | None, config: Path | None, tp: int, dtype: str):
+    """KV geometry from a preset name or a config.json; None when neither is given."""
     from xputune.plan.geometry import geometry_from_config
     from xputune.plan.presets import preset_config
 
@@ -233,7 +234,7 @@ def model_cmd(
     except ValueError as exc:
         raise XputuneError(str(exc)) from None
 
-    geometry = _geometry(model, config, tp, dtype)
+    geometry = load_geometry(model, config, tp, dtype)
     data: dict[str, Any] = {"schema_version": 1, "load_fit": _fit_dict(load)}
     data["load_fit"]["l2_fixed_ms"] = round(load.intercept_ms - floor_ms, 6)
     if recompute is not None:
@@ -449,7 +450,7 @@ def tiers_cmd(
         raise XputuneError("give --trace FILE, --measured FILE, or both")
     if plot and plot.suffix.lower() not in (".svg", ".png"):
         raise XputuneError(f"--plot: use a .svg or .png file name, got {plot.name}")
-    geometry = _geometry(model, config, tp, dtype)
+    geometry = load_geometry(model, config, tp, dtype)
     caps = [_count(c, "--capacity") for c in capacity or []]
     l1_tokens = _count(l1, "--l1") if l1 else None
     data: dict[str, Any] = {"schema_version": 1}

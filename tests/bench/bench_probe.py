@@ -1,0 +1,60 @@
+"""Cold start-up of `xputune probe --format json` against `lstopo --input` on the same tree.
+
+DESIGN target: a cold probe of an 8-card fixture at most as slow as lstopo reading the same
+tree. Both run as fresh processes, interleaved, so machine noise hits both alike; the ratio is
+what counts.
+
+    python tests/bench/bench_probe.py [--runs 30] [--root tests/fixtures/hosts/h3c-hygon-p800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[2]
+
+
+def timed(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--root", default=str(HERE / "tests/fixtures/hosts/h3c-hygon-p800"))
+    args = parser.parse_args()
+    xputune = shutil.which("xputune") or str(Path(sys.executable).with_name("xputune"))
+    commands = {
+        "xputune probe -f json": [xputune, "probe", "--root", args.root, "--format", "json"],
+        "xputune probe (table)": [xputune, "probe", "--root", args.root],
+        "python -c pass (floor)": [sys.executable, "-c", "pass"],
+    }
+    lstopo = shutil.which("lstopo-no-graphics") or shutil.which("lstopo")
+    if lstopo:
+        commands["lstopo --input"] = [lstopo, "--input", args.root, "--of", "console"]
+    else:
+        print("lstopo not installed (apt-get install hwloc-nox): no reference figure")
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(args.runs):
+        for name, cmd in commands.items():
+            samples[name].append(timed(cmd))
+    ref = statistics.median(samples["lstopo --input"]) if lstopo else None
+    print(f"{'command':<26} {'median ms':>10} {'p10 ms':>8} {'vs lstopo':>10}")
+    for name, values in samples.items():
+        med = statistics.median(values)
+        p10 = sorted(values)[len(values) // 10]
+        ratio = f"{med / ref:.2f}x" if ref else "-"
+        print(f"{name:<26} {med * 1000:>10.1f} {p10 * 1000:>8.1f} {ratio:>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
