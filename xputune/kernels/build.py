@@ -3,7 +3,8 @@
 No torch C++ ABI is involved: each library exposes a small C ABI, so one build serves every
 Python and torch version. The cache key is a hash of the source, the compiler and its flags, so
 an edited source or another compiler rebuilds, and concurrent first uses do not race (the
-library is built under a temporary name and renamed into place).
+library is built under a temporary name and renamed into place). nvcc works as the compiler too:
+position-independent code is then asked for through -Xcompiler.
 """
 
 from __future__ import annotations
@@ -63,17 +64,18 @@ def build(
     digest = hashlib.sha256()
     for part in (cc, *cflags, *ldflags, *include_dirs):
         digest.update(part.encode() + b"\0")
-    for path in sorted(paths) + sorted(src_dir.glob("*.h")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(paths) + sorted(src_dir.rglob("*.h")):
+        digest.update(str(path.relative_to(src_dir)).encode() + b"\0" + path.read_bytes())
     target = cache_dir() / f"lib{name}-{digest.hexdigest()[:16]}.so"
     if target.exists() and not force:
         return target
     fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".so", dir=target.parent)
     os.close(fd)
+    pic = ["-Xcompiler", "-fPIC"] if Path(cc).name.startswith("nvcc") else ["-fPIC"]
     cmd = [
         cc,
         "-shared",
-        "-fPIC",
+        *pic,
         *cflags,
         *(f"-I{d}" for d in (str(src_dir), *include_dirs)),
         *map(str, paths),
@@ -81,13 +83,25 @@ def build(
         tmp,
         *ldflags,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        os.unlink(tmp)
+        raise UnsupportedError(f"building {name} failed: cannot run {cc}: {exc}") from exc
     if proc.returncode != 0:
         os.unlink(tmp)
-        first = (proc.stderr.strip().splitlines() or ["unknown error"])[0]
-        raise UnsupportedError(f"building {name} failed: {first}")
+        raise UnsupportedError(f"building {name} failed: {_first_error(proc.stderr)}")
     os.replace(tmp, target)
     return target
+
+
+def _first_error(stderr: str) -> str:
+    """The compiler's first line that names an error, not its "In file included from" preamble."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if "error" in line.lower():
+            return line
+    return lines[0] if lines else "unknown error"
 
 
 def load(name: str, sources: list[str], **kwargs: object) -> ctypes.CDLL:

@@ -1,0 +1,269 @@
+"""Copy bandwidth per host layout and direction, side by side with one plain copy of the bytes.
+
+Each case moves `tokens` token slots of `layers` layers between per-layer "device" buffers and a
+host pool in one layout, through the same operators SGLang calls (per-layer loads, all-layer
+write-back). Its baseline is one plain memcpy (host) or one host<->device copy (device) of the
+same total bytes, between the case's own buffers when one layer is moved (else between two
+flat buffers), timed in the same run, alternating with the case, so machine noise hits both;
+GB/s figures are best-of-repeats (medians are kept too); the ratio is the median of the
+per-pair ratios (baseline time / case time of back-to-back runs).
+page_first has no direct operator upstream (it uses the item kernel); it is timed through the
+planner's segment table so its submission count is visible next to the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from statistics import median
+from typing import Any
+
+import numpy as np
+
+from xputune.kernels import ops
+from xputune.kernels.backends import get as get_backend
+from xputune.kernels.planner import HOST_LAYOUTS, Endpoint, plan, synthetic_indices
+
+
+@dataclass
+class BenchRow:
+    layout: str
+    direction: str
+    operator: str
+    segments: int
+    bytes: int
+    seconds: float
+    gbps: float
+    baseline_gbps: float
+    ratio: float
+    median_gbps: float
+    median_baseline_gbps: float
+
+
+class _Host:
+    """Both sides in host memory, moved by the host backend; baseline: one memcpy."""
+
+    name = "host"
+
+    def __init__(self) -> None:
+        self.backend = get_backend("host")
+
+    def host(self, shape: tuple[int, ...]) -> Any:
+        return np.ones(shape, dtype=np.uint8)  # touched: no page faults inside the timing
+
+    device = host
+
+    def address(self, buf: Any) -> int:
+        return int(buf.__array_interface__["data"][0])
+
+    def sync(self) -> None:
+        pass
+
+    def flat(self, buf: Any, nbytes: int) -> Any:
+        return buf.reshape(-1)[:nbytes]
+
+    def baseline(self, dst: Any, src: Any) -> None:
+        self.backend.memcpy(self.address(dst), self.address(src), src.nbytes)
+
+
+class _Torch:
+    """Device side on the torch device (CUDA, or Kunlunxin posing as it), host side pinned."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from xputune.kernels.backends import device_backend_name
+
+        self.torch = torch
+        self.name = device_backend_name()
+        self.backend = get_backend(self.name)
+
+    def host(self, shape: tuple[int, ...]) -> Any:
+        return self.torch.ones(shape, dtype=self.torch.uint8).pin_memory()
+
+    def device(self, shape: tuple[int, ...]) -> Any:
+        return self.torch.ones(shape, dtype=self.torch.uint8, device="cuda")
+
+    def address(self, buf: Any) -> int:
+        return int(buf.data_ptr())
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+    def flat(self, buf: Any, nbytes: int) -> Any:
+        return buf.reshape(-1)[:nbytes]
+
+    def baseline(self, dst: Any, src: Any) -> None:
+        dst.copy_(src, non_blocking=True)
+
+
+def _timed(fn: Callable[[], None], sync: Callable[[], None]) -> float:
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
+def _case(
+    mem: Any, layout: str, direction: str, tokens: int, layers: int, pool_layers: int, item: int,
+    page_size: int, pattern: str,
+) -> tuple[str, int, Callable[[], None]]:  # fmt: skip
+    """(operator label, segments per run, the call) for one layout and direction.
+
+    Labels name the transfer_kv_* operator (per-layer ones are called once per layer moved).
+
+    The host pool holds pool_layers layers (as a real pool holds all of them, which is what
+    makes page_first strided); the first `layers` of them are moved.
+    """
+    slots = -(-tokens // page_size) * page_size
+    host_idx = synthetic_indices(tokens, pattern, page_size, seed=1)
+    dev_idx = np.arange(tokens, dtype=np.int64)
+    dev = [mem.device((slots, item)) for _ in range(layers)]
+    shapes = {
+        "layer_first": (pool_layers, slots, item),
+        "page_first": (slots, pool_layers, item),
+        "page_first_direct": (slots // page_size, pool_layers, page_size, item),
+    }
+    pool = mem.host(shapes[layout])
+    host_ep = Endpoint(layout, slots=slots, layers=pool_layers, page_size=page_size)
+    dev_ep = Endpoint("layers", slots=slots)
+    h2d = direction == "h2d"
+    src_ep, dst_ep = (host_ep, dev_ep) if h2d else (dev_ep, host_ep)
+    si, di = (host_idx, dev_idx) if h2d else (dev_idx, host_idx)
+    segments = plan(si, di, src=src_ep, dst=dst_ep, item_size=item, num_layers=layers).count
+    keep = (dev, pool)
+
+    if layout == "layer_first" and h2d:
+        label = "per_layer_mla"
+
+        def call() -> None:
+            for layer in range(layers):
+                ops.transfer_kv_per_layer_mla(pool[layer], dev[layer], host_idx, dev_idx, item)
+    elif layout == "layer_first":
+        label = "all_layer_mla"
+        src_tbl = np.array([mem.address(d) for d in dev], dtype=np.int64)
+        dst_tbl = np.array([mem.address(pool[i]) for i in range(layers)], dtype=np.int64)
+
+        def call() -> None:
+            ops.transfer_kv_all_layer_mla(
+                src_tbl,
+                dst_tbl,
+                dev_idx,
+                host_idx,
+                item,
+                layers,
+                direction="d2h" if mem.name != "host" else None,
+            )
+    elif layout == "page_first_direct" and h2d:
+        label = "per_layer_direct_pf_lf"
+
+        def call() -> None:
+            for layer in range(layers):
+                ops.transfer_kv_per_layer_direct_pf_lf(
+                    [pool], [dev[layer]], host_idx, dev_idx, layer, page_size
+                )
+    elif layout == "page_first_direct":
+        label = "all_layer_direct_lf_pf"
+
+        def call() -> None:
+            ops.transfer_kv_all_layer_direct_lf_pf(dev, [pool], dev_idx, host_idx, page_size)
+    else:
+        label = "segment table"
+        dev_bases = np.array([mem.address(d) for d in dev], dtype=np.uint64)
+        pool_base = np.array([mem.address(pool)], dtype=np.uint64)
+        bases = (pool_base, dev_bases) if h2d else (dev_bases, pool_base)
+
+        def call() -> None:
+            segs = plan(si, di, src=src_ep, dst=dst_ep, item_size=item, num_layers=layers)
+            table = segs.addresses(*bases)
+            mem.backend.copy(*table, direction=direction if mem.name != "host" else "h2h",
+                             stream=None, sync=True)  # fmt: skip
+
+    call.keep = keep  # type: ignore[attr-defined]
+    # The baseline's buffers: with one layer moved, the op's own source and destination memory
+    # (same pages, same huge-page backing, same caches), so the ratio isolates the operator.
+    call.regions = (
+        (  # type: ignore[attr-defined]
+            (pool, dev[0]) if h2d else (dev[0], pool)
+        )
+        if layers == 1
+        else None
+    )
+    return label, segments, call
+
+
+def check_args(layers: int, pool_layers: int) -> None:
+    from xputune.kernels.planner import KernelArgumentError
+
+    if pool_layers < layers:
+        raise KernelArgumentError(f"the pool holds {pool_layers} layers; cannot move {layers}")
+
+
+def run(
+    *,
+    tokens: int = 32768,
+    layers: int = 1,
+    pool_layers: int = 4,
+    item_size: int = 1152,
+    page_size: int = 64,
+    pattern: str = "contiguous",
+    repeats: int = 7,
+    layouts: tuple[str, ...] = HOST_LAYOUTS,
+    directions: tuple[str, ...] = ("h2d", "d2h"),
+    device: str = "host",
+    threads: int = 0,
+    progress: Callable[[], None] | None = None,
+) -> tuple[str, list[BenchRow]]:
+    """(backend name, rows). device: "host" or "torch" (the torch device, CUDA or Kunlunxin).
+
+    threads: host backend threads (0 = its automatic choice, 1 = the caller's thread only).
+    """
+    check_args(layers, pool_layers)
+    mem: Any = _Host() if device == "host" else _Torch()
+    if mem.name == "host":
+        mem.backend.threads = threads
+    total = tokens * layers * item_size
+    rows: list[BenchRow] = []
+    for layout in layouts:
+        for direction in directions:
+            label, segments, call = _case(mem, layout, direction, tokens, layers, pool_layers,
+                                          item_size, page_size, pattern)  # fmt: skip
+            regions = call.regions  # type: ignore[attr-defined]
+            if regions is None:
+                flat_host, flat_dev = mem.host((total,)), mem.device((total,))
+                regions = (flat_host, flat_dev) if direction == "h2d" else (flat_dev, flat_host)
+            base_src, base_dst = (mem.flat(r, total) for r in regions)
+            call()  # warm: builds and loads the library, faults pages in
+            mem.baseline(base_dst, base_src)
+            op_times, base_times = [], []
+
+            def base_call() -> None:
+                mem.baseline(base_dst, base_src)  # noqa: B023
+
+            for i in range(repeats):
+                # Alternate which goes first (ABBA), so "second in a pair" bias cancels out.
+                if i % 2 == 0:
+                    op_times.append(_timed(call, mem.sync))
+                    base_times.append(_timed(base_call, mem.sync))
+                else:
+                    base_times.append(_timed(base_call, mem.sync))
+                    op_times.append(_timed(call, mem.sync))
+                if progress:
+                    progress()
+            # GB/s: best of the repeats (the run least disturbed on a shared machine). Ratio: the
+            # median over back-to-back pairs, so slow drifts in machine load cancel out.
+            t_op, t_base = min(op_times), min(base_times)
+            gbps, base = total / t_op / 1e9, total / t_base / 1e9
+            ratio = median(b / o for o, b in zip(op_times, base_times, strict=True))
+            rows.append(BenchRow(
+                layout, direction, label, segments, total, t_op, round(gbps, 3), round(base, 3),
+                round(ratio, 3), round(total / median(op_times) / 1e9, 3),
+                round(total / median(base_times) / 1e9, 3),
+            ))  # fmt: skip
+    return mem.name, rows
+
+
+def rows_as_dicts(rows: list[BenchRow]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
