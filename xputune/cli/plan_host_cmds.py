@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data, host_from
+
+if TYPE_CHECKING:
+    from xputune.plan.host_plan import HostPlan
+    from xputune.topology.model import Topology
 
 StrategyOpt = Annotated[
     str,
@@ -50,8 +54,7 @@ ForceOpt = Annotated[
 
 
 def build_plan(
-    root: str | None,
-    example: str | None,
+    topo: Topology,
     model: str | None,
     config: Path | None,
     tp: int,
@@ -61,17 +64,15 @@ def build_plan(
     tier: str | None,
     write_policy: str,
     force: bool,
-):  # noqa: ANN201
+) -> HostPlan:
     """Topology + geometry -> HostPlan; shared by `plan` and `launch sglang`."""
     from xputune.cli.plan_cmds import load_geometry
     from xputune.errors import XputuneError
     from xputune.plan.host_plan import make_plan
-    from xputune.topology.discover import discover
 
     geometry = load_geometry(model, config, tp, dtype)
     if geometry is None:
         raise XputuneError("give --model NAME or --config config.json")
-    topo = discover(host_from(root, example))
     order = [c.strip() for c in cards.split(",") if c.strip()] if cards else None
     plan = make_plan(
         topo,
@@ -82,10 +83,10 @@ def build_plan(
         write_policy=write_policy,
         require_ido=not force,
     )
-    return topo, plan
+    return plan
 
 
-def plan_to_dict(plan) -> dict[str, Any]:  # noqa: ANN001
+def plan_to_dict(plan: HostPlan) -> dict[str, Any]:
     g, b, c = plan.geometry, plan.bindings, plan.capacity
     return {
         "schema_version": 1,
