@@ -94,7 +94,7 @@ def sglang(
 
     Examples:
 
-        xputune launch sglang --dry-run --example h3c-hygon-p800 -- --model-path zai-org/GLM-5 --tp 8
+        xputune launch sglang -n --example h3c-hygon-p800 -- --model-path zai-org/GLM-5 --tp 8
         xputune launch sglang --strategy shared --tier max -- --model-path /models/GLM-5 --tp 8
     """
     from xputune.launch.sglang import LaunchError, build_spec, execute, user_value

@@ -178,8 +178,11 @@ def plan(
         xputune plan --example h3c-hygon-p800 --model glm-5 --tp 8
         xputune plan --model deepseek-v3 --tp 8 --strategy shared --format json
     """
-    _, host_plan = build_plan(
-        root, example, model, config, tp, dtype, strategy, cards, tier, write_policy, force
+    from xputune.topology.discover import discover
+
+    topo = discover(host_from(root, example))
+    host_plan = build_plan(
+        topo, model, config, tp, dtype, strategy, cards, tier, write_policy, force
     )
     data = plan_to_dict(host_plan)
     if fmt is not Format.table:
