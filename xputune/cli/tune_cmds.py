@@ -1,0 +1,489 @@
+"""check, apply, rollback, recommend and profiles: host tuning."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data
+
+if TYPE_CHECKING:
+    from xputune.tune.engine import Selection
+    from xputune.tune.knobs import Row
+    from xputune.tune.steps import Change
+
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        "-p",
+        help="Profile name (see `xputune profiles`) or a .yaml file. Default: the one "
+        "`xputune recommend` picks for this host.",
+        metavar="NAME",
+    ),
+]
+OnlyOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--only", help="Manage only this knob (repeatable), e.g. --only pcie.ido.", metavar="KNOB"
+    ),
+]
+SkipOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--skip", help="Leave this knob alone (repeatable), e.g. --skip shm.huge.", metavar="KNOB"
+    ),
+]
+WaitOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        help="If another apply or rollback holds the lock, wait for it instead of failing.",
+    ),
+]
+
+VERDICT_STYLE = {"ok": "green", "drift": "red", "unsupported": "yellow", "unknown": "yellow"}
+
+
+def _setup(
+    root: str | None,
+    example: str | None,
+    profile: str | None,
+    overrides: dict[str, Any] | None = None,
+    only: list[str] | None = None,
+    skip: list[str] | None = None,
+):
+    from xputune.cli.common import host_from
+    from xputune.tune import engine
+
+    view = host_from(root, example)
+    topology = engine.discover(view)
+    selection = engine.select(topology, profile, overrides, only, skip)
+    return view, topology, selection, engine.context(view, topology, selection)
+
+
+def _profile_line(selection: Selection) -> str:
+    profile = selection.profile
+    how = {
+        "given": "given",
+        "recommended": "recommended for this host",
+        "fallback": "no profile matched; fallback",
+    }[selection.how]
+    chain = " <- ".join(reversed(profile.chain))
+    return f"profile {profile.name} ({how}; {chain})"
+
+
+def _rows_table(rows: list[Row]):
+    from rich.table import Table
+
+    table = Table(show_lines=False, header_style="bold")
+    for column in ("Knob", "Where", "Expected", "Actual", "Verdict", "Severity"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        style = VERDICT_STYLE.get(row.verdict, "")
+        table.add_row(
+            row.knob,
+            row.target,
+            row.expected,
+            row.actual,
+            f"[{style}]{row.verdict}[/{style}]",
+            row.severity,
+        )
+    return table
+
+
+def _print_fixes(out, rows: list[Row]) -> None:
+    """Fixes below the table, one unwrapped line each, so they can be copied and run."""
+    fixes = [r for r in rows if not r.holds and (r.fix or r.note)]
+    if not fixes:
+        return
+    out.print("how to fix:", style="bold")
+    for r in fixes:
+        note = f"  ({r.note})" if r.note else ""
+        out.print(f"  {r.target}: {r.fix}{note}", markup=False, highlight=False, soft_wrap=True)
+
+
+def check_cmd(
+    profile: ProfileOpt = None,
+    only: OnlyOpt = None,
+    skip: SkipOpt = None,
+    root: RootOpt = None,
+    example: ExampleOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Compare the host with a profile: one row per setting, with the fix for each drift.
+
+    Each row says what the setting should be, what it is, and the exact command that fixes
+    it (setpci, echo > /sys/..., mount -o remount, sysctl), so a drift is actionable without
+    xputune. PCIe ordering gets one row per card and per port on its path. Reading config
+    space beyond 64 bytes needs root; without it those rows say "unknown".
+
+    Exit status: 0 when every setting holds, 1 on any drift (or unknown / unsupported).
+
+    Example: xputune check --profile hygon-p800
+    """
+    from xputune.tune import engine
+
+    view, _, selection, ctx = _setup(root, example, profile, None, only, skip)
+    rows = engine.check(ctx, selection)
+    ok = all(r.holds for r in rows)
+    if fmt is not Format.table:
+        emit_data(
+            {
+                "schema_version": 1,
+                "host": view.label,
+                "profile": selection.profile.name,
+                "profile_choice": selection.how,
+                "ok": ok,
+                "rows": [r.as_dict() for r in rows],
+            },
+            fmt,
+        )
+    else:
+        out = console()
+        out.print(_profile_line(selection), markup=False)
+        out.print(_rows_table(rows))
+        _print_fixes(out, rows)
+        held = sum(r.holds for r in rows)
+        if ok:
+            out.print(f"[green]all {len(rows)} settings hold[/green]")
+        else:
+            out.print(
+                f"[red]{len(rows) - held} of {len(rows)} settings drift[/red]; "
+                f"fix them all with: xputune apply --profile {selection.profile.name}",
+                soft_wrap=True,
+            )
+    raise typer.Exit(0 if ok else 1)
+
+
+def _diff_lines(changes: list[Change], header: str) -> list[tuple[str, str]]:
+    """(text, style) lines of a unified-diff-like view of the plan."""
+    lines = [("--- host now", "bold"), (f"+++ {header}", "bold")]
+    knob = None
+    for change in changes:
+        if change.knob != knob:
+            knob = change.knob
+            lines.append((f"@@ {knob} @@", "cyan"))
+        lines.append((f"-{change.label}: {change.before_text}", "red"))
+        lines.append((f"+{change.label}: {change.after_text}", "green"))
+    return lines
+
+
+def _change_dict(change: Change) -> dict[str, Any]:
+    return {
+        "knob": change.knob,
+        "where": change.label,
+        "before": change.before_text,
+        "after": change.after_text,
+    }
+
+
+def apply_cmd(
+    profile: ProfileOpt = None,
+    ido: Annotated[
+        bool | None,
+        typer.Option(
+            "--ido/--no-ido",
+            help="PCIe ID-based ordering on (or off) on every card and every "
+            "port on its path, whatever the profile says.",
+        ),
+    ] = None,
+    thp: Annotated[
+        str | None,
+        typer.Option("--thp", help="thp.enabled: always, madvise or never.", metavar="MODE"),
+    ] = None,
+    shm_huge: Annotated[
+        str | None,
+        typer.Option(
+            "--shm-huge",
+            help="huge= of /dev/shm: never, always, within_size or advise.",
+            metavar="MODE",
+        ),
+    ] = None,
+    numa_balancing: Annotated[
+        str | None,
+        typer.Option(
+            "--numa-balancing", help="Automatic NUMA balancing: on or off.", metavar="on|off"
+        ),
+    ] = None,
+    only: OnlyOpt = None,
+    skip: SkipOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", "-n", help="Show the plan and stop; writes nothing at all.")
+    ] = False,
+    wait: WaitOpt = False,
+    persist_unit: Annotated[
+        bool,
+        typer.Option(
+            "--persist",
+            help="Also install a systemd unit that re-applies this at every boot "
+            "(these settings are lost at reboot).",
+        ),
+    ] = False,
+    root: RootOpt = None,
+    example: ExampleOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Bring the host to a profile, as one transaction that can always be rolled back.
+
+    Shows the plan as a diff, then for each change: the original value is written to a
+    journal (/var/lib/xputune, fsynced, mode 0600) BEFORE the change, the change is made and
+    read back. Any failure rolls back everything this apply changed. A crash or kill -9 leaves
+    the journal, and `xputune rollback` restores the originals. A second apply changes
+    nothing; a lock keeps two applies from running at once.
+
+    The live host needs root. Kernel lockdown blocks PCIe ordering changes: apply refuses
+    before changing anything (use --skip pcie.ido). Under --root DIR the fixture's files are
+    written (the euid check is skipped; lockdown is read from the fixture).
+
+    Examples:
+      xputune apply --dry-run
+      xputune apply --profile hygon-p800 --persist
+      xputune apply --ido --only pcie.ido --root ./h3c-box
+    """
+    from xputune.tune import engine
+
+    overrides = {
+        "pcie.ido": ido,
+        "thp.enabled": thp,
+        "shm.huge": shm_huge,
+        "numa.balancing": numa_balancing,
+    }
+    view, _, selection, ctx = _setup(root, example, profile, overrides, only, skip)
+    command = ["apply", *selection.persist_args()]
+    result = engine.apply(
+        ctx, selection, command, dry_run=dry_run, wait=wait, persist_unit=persist_unit
+    )
+    if fmt is not Format.table:
+        emit_data(
+            {
+                "schema_version": 1,
+                "host": view.label,
+                "profile": selection.profile.name,
+                "dry_run": result.dry_run,
+                "changes": [_change_dict(c) for c in result.changes],
+                "journal": result.journal,
+                "warnings": result.warnings,
+            },
+            fmt,
+        )
+        return
+    out = console()
+    out.print(_profile_line(selection), markup=False)
+    if not result.changes:
+        out.print("[green]nothing to change: every setting already holds[/green]")
+    else:
+        for text, style in _diff_lines(result.changes, f"profile {selection.profile.name}"):
+            out.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+    for warning in result.warnings:
+        out.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
+    if result.dry_run:
+        out.print(f"dry run: {len(result.changes)} change(s) planned, nothing written")
+    elif result.changes:
+        out.print(
+            f"[green]applied and verified {len(result.changes)} change(s)[/green]; "
+            f"originals in {result.journal}; undo with: xputune rollback"
+            + (f" --root {root}" if root else ""),
+            soft_wrap=True,
+        )
+
+
+def rollback_cmd(
+    wait: WaitOpt = False,
+    root: RootOpt = None,
+    example: ExampleOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Restore every original value recorded in the journal, newest first.
+
+    Works after a finished apply (undo it) and after an apply that crashed or was killed
+    (even with kill -9) halfway: the journal holds each original before its change was made.
+    Each restore is read back; the journal is then moved to history/. If a value cannot be
+    restored the journal stays, and rollback can be run again.
+
+    Example: xputune rollback
+    """
+    from xputune.cli.common import host_from
+    from xputune.tune import engine
+
+    view = host_from(root, example)
+    result = engine.rollback_host(view, wait=wait)
+    if fmt is not Format.table:
+        emit_data(
+            {
+                "schema_version": 1,
+                "host": view.label,
+                "transactions": result.transactions,
+                "restored": [
+                    {
+                        "knob": r.step.knob,
+                        "where": r.step.label,
+                        "original": r.step.original_text or repr(r.step.original),
+                    }
+                    for r in result.restored
+                ],
+            },
+            fmt,
+        )
+        return
+    out = console()
+    if not result.transactions:
+        out.print("nothing to roll back: no journaled changes on this host")
+        return
+    for r in result.restored:
+        shown = r.step.original_text or repr(r.step.original)
+        out.print(f"restored {r.step.knob} {r.step.label}: {shown}", markup=False, soft_wrap=True)
+    out.print(
+        f"[green]rolled back {len(result.restored)} change(s) from "
+        f"{result.transactions} apply(s)[/green]"
+    )
+
+
+def recommend_cmd(
+    root: RootOpt = None,
+    example: ExampleOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Pick the profile that fits this host, from its CPU vendor, card IDs and card count.
+
+    Every profile is scored and the reasons are shown; a profile counts only when all of its
+    match rules hold, and more specific rules (card IDs, CPU vendor) score higher. The
+    generic profile (no rules) is the fallback. check and apply use this choice when no
+    --profile is given.
+
+    Example: xputune recommend --root ./h3c-box
+    """
+    from xputune.cli.common import host_from
+    from xputune.tune import engine, profiles, recommend
+
+    view = host_from(root, example)
+    ranked = recommend.rank(profiles.load_all(), engine.discover(view))
+    best = ranked[0] if ranked and ranked[0].eligible else None
+    if fmt is not Format.table:
+        emit_data(
+            {
+                "schema_version": 1,
+                "host": view.label,
+                "recommended": best.profile.name if best else None,
+                "candidates": [
+                    {
+                        "profile": c.profile.name,
+                        "eligible": c.eligible,
+                        "score": c.score,
+                        "reasons": list(c.reasons),
+                    }
+                    for c in ranked
+                ],
+            },
+            fmt,
+        )
+        return
+    from rich.table import Table
+
+    out = console()
+    table = Table(header_style="bold")
+    for column in ("Profile", "Fits", "Score", "Why"):
+        table.add_column(column, overflow="fold")
+    for c in ranked:
+        mark = "[green]yes[/green]" if c.eligible else "[red]no[/red]"
+        table.add_row(c.profile.name, mark, str(c.score), "; ".join(c.reasons))
+    out.print(table)
+    out.print(
+        f"recommended: [bold]{best.profile.name}[/bold]"
+        if best
+        else "no profile fits; check and apply fall back to generic"
+    )
+
+
+def profiles_cmd(
+    name: Annotated[
+        str | None, typer.Argument(help="Show this profile's effective settings (after include).")
+    ] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """List the tuning profiles, or show one with its includes resolved.
+
+    Profiles are YAML files (profiles/ in the package, plus /etc/xputune/profiles); a path to
+    a .yaml file works wherever a name does.
+
+    Example: xputune profiles hygon-p800
+    """
+    from xputune.tune import profiles
+
+    if name is None:
+        loaded = profiles.load_all()
+        if fmt is not Format.table:
+            emit_data(
+                {
+                    "schema_version": 1,
+                    "profiles": [
+                        {
+                            "name": p.name,
+                            "description": p.description,
+                            "include": list(p.chain[:-1]),
+                        }
+                        for p in loaded
+                    ],
+                },
+                fmt,
+            )
+            return
+        from rich.table import Table
+
+        table = Table(header_style="bold")
+        table.add_column("Profile")
+        table.add_column("Includes")
+        table.add_column("Description", overflow="fold")
+        for p in loaded:
+            table.add_row(p.name, ", ".join(p.chain[:-1]) or "-", p.description)
+        console().print(table)
+        return
+    from xputune.tune.knobs import KNOBS
+
+    p = profiles.load(name)
+    knobs = {
+        k: {
+            "value": KNOBS[k].describe(w.value),
+            "accept": [KNOBS[k].describe(a) for a in w.accept],
+            "severity": w.severity,
+            "from": w.source,
+            "why": p.why.get(k, ""),
+        }
+        for k, w in p.knobs.items()
+    }
+    data = {
+        "schema_version": 1,
+        "name": p.name,
+        "path": p.path,
+        "chain": list(p.chain),
+        "description": p.description,
+        "knobs": knobs,
+        "platform_registers": [{**r, "width": r["width"] * 8} for r in p.platform_registers],
+    }
+    if fmt is not Format.table:
+        emit_data(data, fmt)
+        return
+    from rich.table import Table
+
+    out = console()
+    out.print(f"{p.name}: {p.description}", markup=False)
+    out.print(f"chain: {' <- '.join(reversed(p.chain))}", markup=False)
+    table = Table(header_style="bold")
+    for column in ("Knob", "Value", "Also holds", "Severity", "From", "Why"):
+        table.add_column(column, overflow="fold")
+    for k, v in knobs.items():
+        table.add_row(
+            k, v["value"], ", ".join(v["accept"]) or "-", v["severity"], v["from"], v["why"] or "-"
+        )
+    out.print(table)
+    if p.platform_registers:
+        out.print(f"platform register writes: {len(p.platform_registers)} (with pcie.ido)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check")(check_cmd)
+    app.command("apply")(apply_cmd)
+    app.command("rollback")(rollback_cmd)
+    app.command("recommend")(recommend_cmd)
+    app.command("profiles")(profiles_cmd)
