@@ -39,10 +39,19 @@ def _root(
 
 
 def _register() -> None:
-    from xputune.cli import probe_cmds
+    from xputune.cli import (
+        bench_host_cmds,
+        kernels_cmds,
+        launch_cmds,
+        plan_cmds,
+        plan_host_cmds,
+        probe_cmds,
+        tune_cmds,
+    )
 
-    for module in (probe_cmds,):
+    for module in (probe_cmds, tune_cmds, plan_cmds, plan_host_cmds, launch_cmds, kernels_cmds):
         module.register(app)
+    bench_host_cmds.add_to(kernels_cmds.bench_app)
 
 
 _register()
