@@ -20,7 +20,7 @@ CASES = yaml.safe_load((BROKEN / "CASES.yaml").read_text())
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_each_broken_tree_fails_with_one_clear_line(case: str, run_cli) -> None:  # noqa: ANN001
+def test_each_broken_tree_fails_with_one_clear_line(case: str, run_cli) -> None:
     spec = CASES[case]
     code, out, err = run_cli("probe", "--root", str(BROKEN / case), "-f", "json")
     if spec["expect"] == "ok":

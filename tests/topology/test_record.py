@@ -8,16 +8,15 @@ from pathlib import Path
 
 from tests.conftest import SEED_BOX
 from xputune.host import open_host
-from xputune.host.record import hwloc_paths, write_recording
 from xputune.topology.discover import discover
+from xputune.topology.recording import record
 from xputune.topology.serialize import to_dict
 
 
-def _record(root: str, out: Path, scrub: bool = True) -> dict:
-    view = open_host(root)
-    seen = to_dict(discover(view))
-    write_recording(view, set(view.accessed) | hwloc_paths(view), str(out), scrub=scrub)
-    return seen
+def _record(root: str, out: Path) -> dict:
+    topo, count = record(open_host(root), str(out))
+    assert count > 100
+    return to_dict(topo)
 
 
 def test_live_host_round_trips(tmp_path: Path) -> None:
@@ -38,7 +37,7 @@ def test_fixture_round_trips_and_keeps_symlinks(tmp_path: Path) -> None:
     assert "seed/sys/devices/system/node/node1/cpumap" in names  # hwloc's files ride along
 
 
-def test_record_command_scrubs(tmp_path: Path, run_cli) -> None:  # noqa: ANN001
+def test_record_command_scrubs(tmp_path: Path, run_cli) -> None:
     out = tmp_path / "box.tar.gz"
     code, _, err = run_cli("record", str(out), "--root", str(SEED_BOX))
     assert code == 0 and "recorded" in err

@@ -76,7 +76,7 @@ def test_degraded_link_is_warned(topo: Topology) -> None:
     assert len(topo.warnings) == 1  # a slow NIC on a fast root port is not a warning
 
 
-def test_json_contract(run_cli) -> None:  # noqa: ANN001
+def test_json_contract(run_cli) -> None:
     code, out, _ = run_cli("probe", "--root", str(SEED_BOX), "--format", "json")
     assert code == 0
     doc = json.loads(out)
@@ -93,13 +93,13 @@ def test_json_contract(run_cli) -> None:  # noqa: ANN001
     )
 
 
-def test_same_root_same_bytes_and_example_matches_tree(run_cli) -> None:  # noqa: ANN001
+def test_same_root_same_bytes_and_example_matches_tree(run_cli) -> None:
     outs = [run_cli("probe", "--root", str(SEED_BOX), "-f", "json")[1] for _ in range(2)]
     assert outs[0] == outs[1]
     assert run_cli("probe", "--example", "h3c-hygon-p800", "-f", "json")[1] == outs[0]
 
 
-def test_table_shows_the_picture(run_cli) -> None:  # noqa: ANN001
+def test_table_shows_the_picture(run_cli) -> None:
     code, out, _ = run_cli("probe", "--root", str(SEED_BOX))
     assert code == 0
     for needle in (
@@ -115,7 +115,7 @@ def test_table_shows_the_picture(run_cli) -> None:  # noqa: ANN001
         assert needle in out
 
 
-def test_fast_path_prints_what_typer_prints(run_cli, monkeypatch) -> None:  # noqa: ANN001
+def test_fast_path_prints_what_typer_prints(run_cli, monkeypatch) -> None:
     args = ("probe", "--root", str(SEED_BOX), "--format=yaml")
     fast = run_cli(*args)
     monkeypatch.setenv("XPUTUNE_NO_FASTPATH", "1")

@@ -57,24 +57,9 @@ def record(
 
         xputune record box.tar.gz && xputune probe --root box.tar.gz
     """
-    from xputune.errors import HostError
-    from xputune.host.record import hwloc_paths, write_recording
-    from xputune.host.view import DirView
-    from xputune.topology.discover import discover
-    from xputune.topology.ids import trim_pci_ids
+    from xputune.topology.recording import record as record_host
 
-    view = host_from(root, None)
-    if not isinstance(view, DirView):
-        raise HostError("record reads a live host or an extracted tree, not a tarball")
-    topo = discover(view)
-    paths = set(view.accessed) | hwloc_paths(view)
-    replace = {}
-    present = {(fn.vendor_id, fn.device_id) for fn in topo.pci.values()}
-    for path in paths:
-        if path.endswith("/pci.ids") and view.exists(path):
-            text = view.read_bytes(path).decode("utf-8", "replace")
-            replace[path] = trim_pci_ids(text, present).encode()
-    count = write_recording(view, paths, out, scrub=not no_scrub, replace=replace)
+    topo, count = record_host(host_from(root, None), out, scrub=not no_scrub)
     typer.echo(f"recorded {count} entries of {topo.source} to {out}", err=True)
 
 

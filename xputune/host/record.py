@@ -123,7 +123,8 @@ class _Capture:
             resolved = candidate
         return resolved
 
-    def add(self, path: str) -> None:
+    def add(self, path: str, seen: bytes | None = None) -> None:
+        """Capture `path`; `seen` is its content as the probe read it (live files change)."""
         real = self._resolve(path)
         if real is None:
             return
@@ -135,11 +136,14 @@ class _Capture:
         if stat.S_ISDIR(st.st_mode):
             self._add_listing(real)
         elif stat.S_ISREG(st.st_mode):
-            try:
-                with open(fs, "rb") as fh:
-                    data = fh.read()
-            except OSError:
-                return  # unreadable attributes (e.g. speed of a down link) stay absent
+            if seen is not None:
+                data = seen
+            else:
+                try:
+                    with open(fs, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    return  # unreadable attributes (e.g. speed of a down link) stay absent
             if self.scrub and posixpath.basename(real) in SCRUBBED_NAMES:
                 data = SCRUB_TEXT
             self.entries[real] = _Entry("file", data=data)
@@ -179,8 +183,9 @@ def write_recording(
     `replace` substitutes the content of some files (e.g. pci.ids cut down to the IDs present).
     """
     capture = _Capture(view, scrub)
+    seen = view.contents or {}
     for path in sorted(paths):
-        capture.add(path)
+        capture.add(path, seen.get(path))
     for path, data in (replace or {}).items():
         if path in capture.entries and capture.entries[path].kind == "file":
             capture.entries[path] = _Entry("file", data=data)

@@ -12,11 +12,12 @@ import errno
 import os
 import posixpath
 import stat
-import tarfile
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from xputune.errors import HostError, RootEscapeError
+from xputune.host.tarread import iter_members
 
 MAX_SYMLINKS = 40  # the kernel's own limit (MAXSYMLINKS)
 
@@ -31,6 +32,12 @@ class HostView(ABC):
 
     def __init__(self) -> None:
         self.accessed: set[str] = set()
+        #: Contents as read, kept only when a recording is being made (see keep_contents).
+        self.contents: dict[str, bytes] | None = None
+
+    def keep_contents(self) -> None:
+        """Remember every file's bytes as read, so a recording holds exactly what was seen."""
+        self.contents = {}
 
     # -- primitives each backend provides ---------------------------------------------------
     def realpath(self, path: str) -> str:
@@ -69,7 +76,10 @@ class HostView(ABC):
         self.accessed.add(path)
         real = self.realpath(path)
         try:
-            return self._read(real)
+            data = self._read(real)
+            if self.contents is not None:
+                self.contents[path] = data
+            return data
         except PermissionError as exc:
             raise HostError(f"{self.label}: permission denied reading {path}") from exc
         except IsADirectoryError as exc:
@@ -241,6 +251,9 @@ class _Member(NamedTuple):
     target: str = ""
 
 
+_DIR = _Member("dir")
+
+
 class TarView(HostView):
     """A recorded tarball read into memory: one top folder acts as the filesystem root."""
 
@@ -249,48 +262,50 @@ class TarView(HostView):
         self.label = path
         self._members: dict[str, _Member] = {"/": _Member("dir")}
         self._children: dict[str, set[str]] = {"/": set()}
-        try:
-            with tarfile.open(path, "r:*") as tar:
-                self._load(tar)
-        except tarfile.TarError as exc:
-            raise HostError(f"{path}: not a readable tarball ({exc})") from exc
-        except OSError as exc:
-            raise HostError(f"{path}: cannot open ({exc.strerror or exc})") from exc
+        self._load(iter_members(path))
 
-    def _load(self, tar: tarfile.TarFile) -> None:
-        members = tar.getmembers()
-        tops = {m.name.lstrip("./").split("/", 1)[0] for m in members if m.name.strip("./")}
-        if len(tops) != 1:
-            raise HostError(f"{self.label}: expected one top folder, found {len(tops)}")
-        top = tops.pop()
-        for m in members:
-            name = m.name.lstrip("./")
-            rel = name[len(top) :]
-            host_path = posixpath.normpath("/" + rel.lstrip("/"))
-            if ".." in host_path.split("/"):
-                raise RootEscapeError(f"{self.label}: member {m.name} leads outside the root")
-            if m.isdir():
-                member = _Member("dir")
-            elif m.issym():
-                member = _Member("link", target=m.linkname)
-            elif m.isfile():
-                fh = tar.extractfile(m)
-                member = _Member("file", data=fh.read() if fh else b"")
-            else:
+    def _load(self, members: Iterable[tuple[str, str, bytes | str]]) -> None:
+        top: str | None = None
+        add = self._add
+        for raw_name, kind, payload in members:
+            name = raw_name[2:] if raw_name.startswith("./") else raw_name
+            name = name.rstrip("/")
+            if not name:
                 continue
-            self._add(host_path, member)
+            first, _, rel = name.partition("/")
+            if top is None:
+                top = first
+            elif first != top:
+                raise HostError(f"{self.label}: expected one top folder, found {top} and {first}")
+            if "." in rel and any(p in (".", "..") for p in rel.split("/")):
+                if ".." in rel.split("/"):
+                    raise RootEscapeError(f"{self.label}: member {raw_name} leads outside the root")
+                rel = "/".join(p for p in rel.split("/") if p != ".")
+            host_path = "/" + rel if rel else "/"
+            if kind == "file":
+                add(host_path, _Member("file", data=payload))  # type: ignore[arg-type]
+            elif kind == "link":
+                add(host_path, _Member("link", target=payload))  # type: ignore[arg-type]
+            else:
+                add(host_path, _Member("dir"))
+        if top is None:
+            raise HostError(f"{self.label}: the tarball is empty")
 
     def _add(self, host_path: str, member: _Member) -> None:
-        self._members[host_path] = member
+        members, children = self._members, self._children
+        members[host_path] = member
         child = host_path
         while child != "/":
-            parent = posixpath.dirname(child)
-            kids = self._children.setdefault(parent, set())
-            name = posixpath.basename(child)
-            if name in kids:
+            parent, _, name = child.rpartition("/")
+            parent = parent or "/"
+            kids = children.get(parent)
+            if kids is None:
+                kids = children[parent] = set()
+            elif name in kids:
                 break  # already linked, and so are its ancestors
             kids.add(name)
-            self._members.setdefault(parent, _Member("dir"))
+            if parent not in members:
+                members[parent] = _DIR
             child = parent
 
     def _realpath(self, path: str) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from xputune.errors import HostError
 from xputune.host import HostView
@@ -18,8 +18,7 @@ from xputune.host import HostView
 PCI_IDS_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids")
 
 
-@dataclass(frozen=True)
-class IdTable:
+class IdTable(NamedTuple):
     vendors: dict[int, str]
     devices: dict[tuple[int, int], str]
     accelerators: dict[tuple[int, int], tuple[str, str]]  # -> (family, model)
