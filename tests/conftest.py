@@ -14,7 +14,7 @@ NVIDIA_BOX = HOSTS / "nvidia-hgx-h100"
 
 
 @pytest.fixture
-def run_cli(capsys: pytest.CaptureFixture[str]):  # noqa: ANN201
+def run_cli(capsys: pytest.CaptureFixture[str]):
     """Run `xputune ARGS...` in-process; returns (exit code, stdout, stderr)."""
     from xputune.cli.entry import main
 

@@ -1,7 +1,6 @@
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-import pytest
 
 from xputune.errors import HostDataError
 from xputune.host.cpulist import format_cpulist, parse_cpulist
@@ -26,8 +25,11 @@ def test_format_then_parse_round_trips(cpus: set[int]) -> None:
 
 
 @given(st.text(max_size=40))
-def test_parse_never_crashes(text: str) -> None:
+def test_parse_accepts_or_names_the_problem(text: str) -> None:
+    """Any text either parses to sorted unique CPUs or raises HostDataError, nothing else."""
     try:
-        parse_cpulist(text)
+        cpus = parse_cpulist(text)
     except HostDataError:
-        pass
+        return
+    assert list(cpus) == sorted(set(cpus))
+    assert parse_cpulist(format_cpulist(cpus)) == cpus

@@ -12,11 +12,11 @@ from xputune.launch.sglang import canonical, merge, split_flags
 SEED = ("--example", "h3c-hygon-p800")
 
 
-def _launch(run_cli, *args: str):  # noqa: ANN001, ANN202
+def _launch(run_cli, *args: str):
     return run_cli("launch", "sglang", *args)
 
 
-def test_dry_run_prints_the_seed_binding_and_tier(run_cli) -> None:  # noqa: ANN001
+def test_dry_run_prints_the_seed_binding_and_tier(run_cli) -> None:
     code, out, err = _launch(
         run_cli, "--dry-run", *SEED, "--", "--model-path", "zai-org/GLM-5", "--tp", "8"
     )
@@ -35,8 +35,8 @@ def test_dry_run_prints_the_seed_binding_and_tier(run_cli) -> None:  # noqa: ANN
     assert "--tp-size" not in words  # the user's --tp already says it
 
 
-def test_critical_drift_refuses_before_exec(run_cli, monkeypatch) -> None:  # noqa: ANN001
-    def no_exec(spec):  # noqa: ANN001, ANN202
+def test_critical_drift_refuses_before_exec(run_cli, monkeypatch) -> None:
+    def no_exec(spec):
         raise AssertionError("must not exec")
 
     monkeypatch.setattr(launch, "execute", no_exec)
@@ -45,7 +45,7 @@ def test_critical_drift_refuses_before_exec(run_cli, monkeypatch) -> None:  # no
     assert err.strip().splitlines()[-1].startswith("xputune: error: 26 critical setting(s)")
 
 
-def test_force_execs_with_merged_args(run_cli, monkeypatch) -> None:  # noqa: ANN001
+def test_force_execs_with_merged_args(run_cli, monkeypatch) -> None:
     seen = []
     monkeypatch.setattr(launch, "execute", seen.append)
     code, _, err = _launch(
@@ -80,7 +80,7 @@ def test_force_execs_with_merged_args(run_cli, monkeypatch) -> None:  # noqa: AN
         (("--model", "glm-5", "--tp", "8", "--features", "turbo"), "unknown cache feature"),
     ],
 )
-def test_bad_requests_fail_with_one_line(run_cli, args, message) -> None:  # noqa: ANN001
+def test_bad_requests_fail_with_one_line(run_cli, args, message) -> None:
     code, out, err = _launch(run_cli, "--dry-run", *SEED, *args)
     assert code != 0 and out == ""
     assert message in err.strip().splitlines()[-1]

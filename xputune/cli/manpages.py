@@ -37,14 +37,14 @@ def _esc(text: str) -> str:
     return "\n".join(lines)
 
 
-def _walk(command, path: list[str]):  # noqa: ANN001, ANN202
+def _walk(command, path: list[str]):
     yield path, command
     for name, sub in sorted(getattr(command, "commands", {}).items()):
         if not getattr(sub, "hidden", False):
             yield from _walk(sub, [*path, name])
 
 
-def _page(path: list[str], command) -> str:  # noqa: ANN001
+def _page(path: list[str], command) -> str:
     title = "-".join(path)
     help_text = (command.help or "").strip()
     summary = help_text.splitlines()[0] if help_text else ""

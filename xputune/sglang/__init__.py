@@ -1,0 +1,43 @@
+"""xputune's SGLang cache plugin: wires xputune.hicache into SGLang 0.5.20's HiCache.
+
+SGLang discovers it through the entry point group ``sglang.srt.plugins`` (name ``xputune``,
+``xputune.sglang.plugin:register``) and runs it in the engine and every scheduler process. It
+hooks through SGLang's HookRegistry, never a fork, and only release 0.5.20 (the last with
+mem_cache/hiradix_cache.py). Importing this package imports neither sglang nor torch.
+
+Contract with the launcher (environment variables; everything is off when unset, "1" turns a
+switch on, "0" or empty leaves it off, any other value stops the process with one line):
+
+  XPUTUNE_HICACHE_LIFO=1        host KV pool reuses the most recently freed page first
+                                (HostKVCache.alloc/free/available_size/clear).
+  XPUTUNE_HICACHE_COUNT_ONCE=1  a request bumps a radix node's hit count once, not once per
+                                insert (cache_unfinished_req + cache_finished_req), so
+                                write_through_selective means "two distinct requests".
+  XPUTUNE_HICACHE_GHOST=1       leaves dropped from L1 without a host copy go to a ghost list
+                                of page hashes; a later insert backs up exactly the prefix the
+                                list proves reused. Only acts under write_through_selective.
+  XPUTUNE_HICACHE_GHOST_CAPACITY=<pages>  ghost list bound (default 262144 page hashes).
+  XPUTUNE_HICACHE_ASYNC=1       D2H and H2D copies are launched by two lane threads instead of
+                                the scheduler thread (L2TransferEngine submit_*).
+  XPUTUNE_HICACHE_NUMA=<nodes>  host KV buffer bound to the i-th listed NUMA node for local
+                                card i, e.g. "1 1 3 3 5 5 7 7", with huge pages and
+                                registration after placement.
+  XPUTUNE_HICACHE_TP_SHARED=1   MLA host KV shared by the TP group in one /dev/shm buffer;
+                                only TP rank 0 writes it. Implies the LIFO allocator (its
+                                decisions are cross-checked between ranks).
+  XPUTUNE_HICACHE_KERNELS=1     the MLA host pool's layer_first copies use xputune.kernels'
+                                transfer_kv_per_layer_mla / transfer_kv_all_layer_mla
+                                (with --hicache-io-backend kernel --hicache-mem-layout
+                                layer_first).
+  XPUTUNE_HICACHE_ON_MISMATCH=exit|warn  what a version or hook-target mismatch does: stop
+                                the process (default) or serve unpatched; both print one line
+                                "xputune cache plugin refused: <target>: <reason>".
+
+SGLang's own SGLANG_PLUGINS=<names> whitelist still applies: include "xputune" if it is set.
+"""
+
+from __future__ import annotations
+
+ENTRY_POINT_GROUP = "sglang.srt.plugins"
+ENTRY_POINT_NAME = "xputune"
+ENTRY_POINT_VALUE = "xputune.sglang.plugin:register"

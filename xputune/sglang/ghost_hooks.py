@@ -1,0 +1,147 @@
+"""XPUTUNE_HICACHE_GHOST: remember L1 drops, back up only the prefix they prove (seed 2.6).
+
+Under write_through_selective a node is backed up at its second distinct request. When the
+reuse gap is longer than the node's stay in L1, HiRadixCache 0.5.20 drops it first
+(_evict_regular: a leaf with no host copy), the hit count dies with it, and the prefix never
+reaches L2. The hooks:
+  - before _evict_regular: add the dropped leaf's page hashes (chained from the root, so each
+    one names content and position) to a bounded GhostList;
+  - around insert: after SGLang's insert, look the inserted key's page hashes up (deepest
+    first); the first hit proves pages 0..i recurred, so the nodes covering exactly that prefix
+    are backed up (the node straddling the boundary is split there first) and nothing beyond.
+Only active while the cache's policy is write_through_selective (write_through already backs
+everything up; write_back backs up on eviction).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xputune.sglang.config import DEFAULT_GHOST_CAPACITY, PluginConfig
+from xputune.sglang.hooks import Hooks
+from xputune.sglang.targets import HIRADIX, Target
+
+NAME = "ghost"
+ATTR = "_xputune_ghost"
+STATS_ATTR = "_xputune_ghost_stats"
+POLICY = "write_through_selective"
+
+TARGETS = (
+    Target(HIRADIX + "._evict_regular", ("self", "node")),
+    Target(HIRADIX + ".insert", ("self", "params")),
+    Target(HIRADIX + ".write_backup", ("self", "node", "write_back")),
+    Target(HIRADIX + "._split_node", ("self", "key", "child", "split_len")),
+)
+
+
+def ghost_of(cache: Any) -> Any:
+    """The cache's GhostList, created on first use with the configured capacity."""
+    ghost = cache.__dict__.get(ATTR)
+    if ghost is None:
+        from xputune.hicache.ghost import GhostList
+
+        ghost = GhostList(_settings["capacity"])
+        cache.__dict__[ATTR] = ghost
+        cache.__dict__[STATS_ATTR] = {"dropped_pages": 0, "proven_backups": 0, "backed_tokens": 0}
+    return ghost
+
+
+def stats_of(cache: Any) -> dict[str, int]:
+    ghost_of(cache)
+    return cache.__dict__[STATS_ATTR]
+
+
+def _namespace(key: Any) -> int:
+    from xputune.hicache.ghost import root_hash
+
+    extra, salt = getattr(key, "extra_key", None), getattr(key, "cache_salt", None)
+    if extra is None and salt is None:
+        return root_hash(None)
+    return root_hash(f"{extra!r}|{salt!r}")
+
+
+def _unit_tokens(key: Any) -> Any:
+    """One int64 per logical unit of a RadixKey (a bigram counts by its first token)."""
+    import numpy as np
+
+    raw = key.raw_token_ids() if hasattr(key, "raw_token_ids") else key.token_ids
+    return np.asarray(raw, dtype=np.int64)[: len(key)]
+
+
+def page_hashes(key: Any, page_size: int) -> list[int]:
+    """Chained 64-bit hashes of every full page of a key that starts at the root."""
+    from xputune.hicache.ghost import chain_page_hashes
+
+    return chain_page_hashes(_unit_tokens(key), page_size, _namespace(key))
+
+
+def node_page_hashes(cache: Any, node: Any) -> list[int]:
+    """The hashes of `node`'s own pages, chained through every ancestor up to the root."""
+    import numpy as np
+
+    from xputune.hicache.ghost import chain_page_hashes
+
+    parts = []
+    n = node
+    while n is not None and n is not cache.root_node:
+        parts.append(_unit_tokens(n.key))
+        n = n.parent
+    tokens = np.concatenate(parts[::-1]) if len(parts) > 1 else parts[0]
+    hashes = chain_page_hashes(tokens, cache.page_size, _namespace(node.key))
+    return hashes[len(hashes) - len(node.key) // cache.page_size :]
+
+
+def _active(cache: Any) -> bool:
+    return cache.cache_controller.write_policy == POLICY
+
+
+def _before_evict_regular(cache: Any, node: Any) -> None:
+    if not _active(cache) or node.key is None or len(node.key) == 0:
+        return
+    hashes = node_page_hashes(cache, node)
+    ghost_of(cache).add_many(hashes)
+    stats_of(cache)["dropped_pages"] += len(hashes)
+
+
+def _insert(original: Any, cache: Any, params: Any) -> Any:
+    result = original(cache, params)
+    ghost = cache.__dict__.get(ATTR)
+    if ghost is None or len(ghost) == 0 or not _active(cache) or params.key is None:
+        return result
+    key = params.key.page_aligned(cache.page_size)
+    proven = ghost.proven_prefix(page_hashes(key, cache.page_size)) * cache.page_size
+    if proven:
+        backup_proven_prefix(cache, key, proven)
+    return result
+
+
+def backup_proven_prefix(cache: Any, key: Any, proven: int) -> int:
+    """Back up the nodes covering key[:proven] (splitting the last one there); tokens queued."""
+    node, offset, queued = cache.root_node, 0, 0
+    while offset < proven:
+        child = node.children.get(key[offset:].child_key(cache.page_size))
+        if child is None:
+            break
+        if child.evicted and not child.backuped:
+            break
+        if offset + len(child.key) > proven:
+            child = cache._split_node(child.key, child, proven - offset)
+        if not child.backuped:
+            written = cache.write_backup(child)
+            if written == 0:
+                break  # no host room, or the parent is not backed up: nothing deeper may be
+            queued += written
+            stats_of(cache)["proven_backups"] += 1
+        offset += len(child.key)
+        node = child
+    stats_of(cache)["backed_tokens"] += queued
+    return queued
+
+
+_settings = {"capacity": DEFAULT_GHOST_CAPACITY}
+
+
+def install(hooks: Hooks, cfg: PluginConfig) -> None:
+    _settings["capacity"] = cfg.ghost_capacity
+    hooks.before(HIRADIX + "._evict_regular", _before_evict_regular)
+    hooks.around(HIRADIX + ".insert", _insert)
