@@ -28,6 +28,8 @@ def test_dry_run_prints_the_seed_binding_and_tier(run_cli) -> None:
     assert words[i + 1 : i + 9] == ["1", "1", "3", "3", "5", "5", "7", "7"]
     assert "XPU_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in words
     assert "XPUTUNE_HICACHE_LIFO=1" in words
+    assert "XPUTUNE_HICACHE_NUMA=1 1 3 3 5 5 7 7" in words  # host KV on each card's node
+    assert "XPUTUNE_HICACHE_GHOST=1" not in words  # off unless asked for
     assert words[words.index("--hicache-mem-layout") + 1] == "layer_first"
     assert words[words.index("--hicache-size") + 1] == "32"
     assert "tier: 32 GB per rank (step 3 of 5" in err
@@ -65,6 +67,7 @@ def test_force_execs_with_merged_args(run_cli, monkeypatch) -> None:
     assert code == 0 and len(seen) == 1
     spec = seen[0]
     assert spec.env["XPUTUNE_HICACHE_TP_SHARED"] == "1"
+    assert "XPUTUNE_HICACHE_NUMA" not in spec.env  # the shared buffer is interleaved instead
     assert spec.argv[1:3] == ["-m", "sglang.launch_server"]
     assert spec.argv.count("--hicache-size") == 1 and "100" in spec.argv
     assert any("--hicache-size: yours (100)" in c for c in spec.conflicts)

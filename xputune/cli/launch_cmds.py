@@ -67,9 +67,10 @@ def sglang(
         typer.Option(
             "--features",
             help="Cache plugin features, comma-separated: lifo, async, count-once, kernels, "
-            "ghost, tp-shared (added by --strategy shared); 'none' for plain SGLang.",
+            "numa (host KV buffer on the plan's node), ghost, tp-shared (--strategy shared "
+            "uses it instead of numa); 'none' for plain SGLang.",
         ),
-    ] = "lifo,async,count-once,kernels",
+    ] = "lifo,async,count-once,kernels,numa",
     profile: Annotated[
         str | None, typer.Option("--profile", "-p", help="Tuning profile to check against.")
     ] = None,

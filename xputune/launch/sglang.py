@@ -30,9 +30,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 _SPELLINGS = {spelling: canon for canon, names in ALIASES.items() for spelling in names}
 
-# The plugin's switches (see xputune.sglang): the seed's main route is on; the ghost list is
-# off by default because its benefit depends on L2 size and reuse distances.
-DEFAULT_FEATURES = ("lifo", "async", "count-once", "kernels")
+# The plugin's switches (see xputune.sglang). "numa" places each rank's host KV buffer on the
+# plan's node (huge pages, placement verified, then registered); "tp-shared" follows --strategy
+# shared, whose one buffer is interleaved instead. The CLI switches on all but the ghost list,
+# whose benefit depends on L2 size and reuse distances.
 FEATURE_ENV = {
     "lifo": "XPUTUNE_HICACHE_LIFO",
     "async": "XPUTUNE_HICACHE_ASYNC",
@@ -40,6 +41,7 @@ FEATURE_ENV = {
     "ghost": "XPUTUNE_HICACHE_GHOST",
     "kernels": "XPUTUNE_HICACHE_KERNELS",
     "tp-shared": "XPUTUNE_HICACHE_TP_SHARED",
+    "numa": "XPUTUNE_HICACHE_NUMA",
 }
 
 
@@ -112,16 +114,25 @@ def merge(ours: list[str], user: list[str]) -> Merged:
 
 
 def features_env(features: list[str], plan: HostPlan) -> dict[str, str]:
-    """Environment switches for the plugin; tp-shared follows the shared strategy."""
-    wanted = list(features)
-    if plan.bindings.strategy == "shared" and "tp-shared" not in wanted:
-        wanted.append("tp-shared")
+    """Environment switches for the plugin (its contract is in xputune.sglang's docstring).
+
+    tp-shared follows the shared strategy and replaces numa there. numa names one node per
+    visible card, in rank order; where a rank's node is unknown it is left out (the plan
+    already warns that memory is not bound).
+    """
+    wanted = list(dict.fromkeys(features))
     unknown = [f for f in wanted if f not in FEATURE_ENV]
     if unknown:
         raise LaunchError(f"unknown cache feature {unknown[0]!r} (known: {', '.join(FEATURE_ENV)})")
-    env = {FEATURE_ENV[f]: "1" for f in wanted}
-    if wanted:
-        env["XPUTUNE_HICACHE"] = "1"
+    if plan.bindings.strategy == "shared":
+        wanted = [f for f in wanted if f != "numa"]
+        if "tp-shared" not in wanted:
+            wanted.append("tp-shared")
+    env = {FEATURE_ENV[f]: "1" for f in wanted if f != "numa"}
+    if "numa" in wanted:
+        nodes = [r.memory_nodes for r in plan.bindings.ranks]
+        if all(len(n) == 1 for n in nodes):
+            env[FEATURE_ENV["numa"]] = " ".join(str(n[0]) for n in nodes)
     return env
 
 
