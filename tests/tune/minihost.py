@@ -202,13 +202,17 @@ def _choices(words: tuple[str, ...], current: str) -> str:
 
 
 def snapshot(root: str, exclude: str = "var/lib/xputune") -> dict[str, bytes]:
-    """Every regular file and symlink under root (path -> bytes or link target), for diffs."""
+    """Every regular file, symlink and directory under root (path -> bytes, link target, or
+    b"<dir>"), for diffs: a directory left behind counts as a difference too, except the
+    ancestors of `exclude` (the state directory's parents stay once created)."""
     out: dict[str, bytes] = {}
     for folder, dirs, files in os.walk(root):
         rel_dir = os.path.relpath(folder, root)
         if rel_dir == exclude or rel_dir.startswith(exclude + os.sep):
             dirs[:] = []
             continue
+        if rel_dir != "." and not exclude.startswith(rel_dir + os.sep):
+            out[rel_dir + os.sep] = b"<dir>"
         for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
             path = os.path.join(folder, name)
             rel = os.path.normpath(os.path.join(rel_dir, name))

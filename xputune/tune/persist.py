@@ -3,8 +3,9 @@
 PCI config space and /sys, /proc settings are lost at reboot (and config space at a device
 reset). The unit runs `xputune apply` once at boot with the same profile and flags. Installing
 it is two ordinary journaled changes: the unit file and the multi-user.target.wants link that
-`systemctl enable` would create, so `rollback` removes them like any other change. Under --root
-both are written into the root.
+`systemctl enable` would create, so `rollback` removes them like any other change, together with
+the directories the install had to create (their list is journaled with the change). Under
+--root both are written into the root.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class FileAccessor(Accessor):
                 if os.path.lexists(path):
                     os.unlink(path)
                     fsync_dir(os.path.dirname(path))
+                _remove_created_dirs(view, target)
                 return
             os.makedirs(os.path.dirname(path), exist_ok=True)
             atomic_write(path, str(value).encode(), mode=int(target.get("mode", 0o644)))
@@ -73,12 +75,37 @@ class LinkAccessor(Accessor):
                 os.symlink(str(value), path)
             if os.path.isdir(os.path.dirname(path)):
                 fsync_dir(os.path.dirname(path))
+            if value is None:
+                _remove_created_dirs(view, target)
         except OSError as exc:
             raise HostError(f"cannot write link {target['path']}: {exc.strerror}") from exc
 
 
 register(FileAccessor())
 register(LinkAccessor())
+
+
+def _missing_dirs(view: HostView, host_path: str) -> list[str]:
+    """The ancestors of host_path that do not exist yet, deepest first."""
+    missing = []
+    folder = os.path.dirname(host_path)
+    while folder not in ("/", "") and not os.path.isdir(fs_path(view, folder)):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    return missing
+
+
+def _remove_created_dirs(view: HostView, target: dict[str, Any]) -> None:
+    """Undo the makedirs of an install: remove the directories it created, if still empty."""
+    for folder in target.get("created_dirs", ()):
+        path = fs_path(view, folder)
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return  # not empty: something else lives there now; keep it and its parents
+        fsync_dir(os.path.dirname(path))
 
 
 def unit_text(args: list[str]) -> str:
@@ -114,7 +141,7 @@ def plan(view: HostView, args: list[str]) -> list[Change]:
             Change(
                 "persist",
                 FileAccessor.kind,
-                {"path": UNIT_PATH, "mode": 0o644},
+                {"path": UNIT_PATH, "mode": 0o644, "created_dirs": _missing_dirs(view, UNIT_PATH)},
                 UNIT_PATH,
                 current,
                 want,
@@ -128,7 +155,7 @@ def plan(view: HostView, args: list[str]) -> list[Change]:
             Change(
                 "persist",
                 LinkAccessor.kind,
-                {"path": WANTS_LINK},
+                {"path": WANTS_LINK, "created_dirs": _missing_dirs(view, WANTS_LINK)},
                 WANTS_LINK,
                 link,
                 UNIT_PATH,
