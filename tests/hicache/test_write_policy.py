@@ -73,3 +73,13 @@ def test_thresholds(policy, count, expected):
 def test_unknown_policy():
     with pytest.raises(ValueError, match="write_through_selective"):
         write_through_threshold("write_sometimes")
+
+
+def test_records_of_requests_that_never_finish_are_bounded() -> None:
+    gate = RequestHitGate(max_requests=3)
+    for rid in range(10):  # ten requests, none of them finished
+        assert gate.admit(rid, "root-child")
+    assert gate.dropped == 7
+    assert len(gate._by_request) == 3 and gate._by_node["root-child"] == {7, 8, 9}
+    assert not gate.admit(9, "root-child")  # a live recent request still counts once
+    assert gate.admit(0, "root-child")  # the oldest was forgotten: it may count again

@@ -31,17 +31,35 @@ def write_through_threshold(policy: str) -> int | None:
         raise ValueError(f"unknown write policy {policy!r} (known: {known})") from None
 
 
-class RequestHitGate:
-    """Lets each live request count once per radix node."""
+DEFAULT_MAX_REQUESTS = 1 << 16  # far above any scheduler's running batch
 
-    def __init__(self, policy: str = "write_through_selective") -> None:
+
+class RequestHitGate:
+    """Lets each live request count once per radix node.
+
+    A request's record goes when it finishes. One that never reaches finish (a scheduler path
+    that drops it without caching) would otherwise stay forever, so at most `max_requests`
+    records are kept and the oldest is dropped first: the worst case is then one extra count
+    for a very old request, never unbounded memory.
+    """
+
+    def __init__(
+        self, policy: str = "write_through_selective", max_requests: int = DEFAULT_MAX_REQUESTS
+    ) -> None:
+        if max_requests < 1:
+            raise ValueError("max_requests must be at least 1")
         self.threshold = write_through_threshold(policy)
+        self.max_requests = max_requests
         self._by_request: dict[Hashable, set[Hashable]] = {}
         self._by_node: dict[Hashable, set[Hashable]] = {}
         self.suppressed = 0  # repeat inserts that did not count: the double counts avoided
+        self.dropped = 0  # records dropped at the bound (requests that never finished)
 
     def admit(self, request_id: Hashable, node: Hashable) -> bool:
         """True the first time `request_id` passes through `node`: bump the hit count then."""
+        if request_id not in self._by_request and len(self._by_request) >= self.max_requests:
+            self.finish(next(iter(self._by_request)))
+            self.dropped += 1
         nodes = self._by_request.setdefault(request_id, set())
         if node in nodes:
             self.suppressed += 1
