@@ -76,7 +76,8 @@ def test_degraded_link_is_warned(topo: Topology) -> None:
     assert len(topo.warnings) == 1  # a slow NIC on a fast root port is not a warning
 
 
-def test_json_contract(run_cli) -> None:
+def test_json_contract(run_cli, monkeypatch) -> None:
+    monkeypatch.delenv("XPUTUNE_XPUML_LIBRARY", raising=False)
     code, out, _ = run_cli("probe", "--root", str(SEED_BOX), "--format", "json")
     assert code == 0
     doc = json.loads(out)
@@ -86,6 +87,7 @@ def test_json_contract(run_cli) -> None:
     assert card["bdf"] == "0000:23:00.0" and card["vendor_id"] == "0x1d22"
     assert card["ido"] == {"request": False, "completion": False}
     assert card["uplink"] == "0000:21:00.0" and card["nearest_nic"] == "ens1np0"
+    assert card["vendor"] == "kunlunxin" and card["vendor_info"] is None  # no library: a recording
     assert {"name", "bdf", "rdma", "numa_node"} <= doc["nics"][0].keys()
     assert doc["relations"]["xpu0"]["xpu1"] == "PIX"
     assert {"thp_enabled", "thp_defrag", "thp_shmem_enabled", "shm_huge", "numa_balancing"} <= (

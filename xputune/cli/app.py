@@ -46,10 +46,19 @@ def _register() -> None:
         plan_cmds,
         plan_host_cmds,
         probe_cmds,
+        smi_cmds,
         tune_cmds,
     )
 
-    for module in (probe_cmds, tune_cmds, plan_cmds, plan_host_cmds, launch_cmds, kernels_cmds):
+    for module in (
+        probe_cmds,
+        smi_cmds,
+        tune_cmds,
+        plan_cmds,
+        plan_host_cmds,
+        launch_cmds,
+        kernels_cmds,
+    ):
         module.register(app)
     bench_host_cmds.add_to(kernels_cmds.bench_app)
 

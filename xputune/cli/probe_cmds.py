@@ -30,6 +30,11 @@ def probe(
     legend of `nvidia-smi topo -m`; uplink groups are cards sharing a switch upstream port; the
     settings table says what helps or hurts the host-to-device KV path.
 
+    Where the vendor library is installed (Kunlunxin libxpuml.so, NVIDIA NVML), each card's
+    product name, memory and driver version are added (JSON: vendor_info). A recording uses
+    only a library named by XPUTUNE_XPUML_LIBRARY or XPUTUNE_NVML_LIBRARY, since a library on
+    this machine describes this machine.
+
     Examples:
 
         xputune probe

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -9,6 +12,9 @@ from rich.text import Text
 from xputune.host.cpulist import format_cpulist
 from xputune.topology.model import RELATION_HELP, Ordering, Topology
 from xputune.topology.verdicts import settings_verdicts
+
+if TYPE_CHECKING:
+    from xputune.devices.info import VendorInfo
 
 STYLE = {"ok": "green", "warn": "yellow", "bad": "red", "unknown": "dim"}
 GIB = 1 << 30
@@ -112,6 +118,28 @@ def cards_table(topo: Topology) -> Table:
     return table
 
 
+def vendor_table(topo: Topology, vendor: Mapping[str, VendorInfo]) -> Table:
+    """What the vendor library (xpuml, NVML) says about each card it knows."""
+    table = Table(title="Cards as the vendor library reports them", title_justify="left")
+    for col in ("card", "bus id", "product", "memory GiB", "driver", "serial", "source"):
+        table.add_column(col)
+    for card in topo.cards:
+        info = vendor.get(card.bdf)
+        if info is None:
+            continue
+        memory = info.memory_total_bytes
+        table.add_row(
+            card.name,
+            card.bdf,
+            info.product_name or "-",
+            "-" if memory is None else f"{memory / GIB:,.1f}",
+            info.driver_version or "-",
+            info.serial or "-",
+            info.provider,
+        )
+    return table
+
+
 def paths_table(topo: Topology) -> Table:
     table = Table(title="PCIe ports on each card's path (root port first)", title_justify="left")
     for col in ("card", "bus id", "kind", "device", "link", "IDO req/cpl", "relaxed ordering"):
@@ -190,12 +218,17 @@ def settings_table(topo: Topology) -> Table:
     return table
 
 
-def render(topo: Topology, console: Console) -> None:
+def render(
+    topo: Topology, console: Console, vendor: Mapping[str, VendorInfo] | None = None
+) -> None:
     parts: list = [summary(topo)]
     if topo.cards or topo.nics:
         parts += [matrix(topo), legend()]
     if topo.cards:
-        parts += [cards_table(topo), paths_table(topo)]
+        parts.append(cards_table(topo))
+        if vendor:
+            parts.append(vendor_table(topo, vendor))
+        parts.append(paths_table(topo))
     if topo.uplinks:
         parts.append(uplinks_table(topo))
     parts.append(numa_table(topo))

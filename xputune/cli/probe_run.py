@@ -21,22 +21,28 @@ _ALIASES = {"-f": "--format"}
 def run_probe(
     root: str | None, example: str | None, fmt: Format, fallback_example: str | None
 ) -> None:
+    from xputune.devices.enrich import vendor_info
     from xputune.topology.discover import discover
 
-    topo = discover(open_host(root, example))
+    host = open_host(root, example)
+    topo = discover(host)
     if fallback_example and not topo.cards and not example:
         sys.stderr.write(
             f"note: {topo.source} has no accelerator; showing example {fallback_example}\n"
         )
-        topo = discover(open_host(None, fallback_example))
+        host = open_host(None, fallback_example)
+        topo = discover(host)
+    vendor = vendor_info(topo, live=host.live)
+    for note in vendor.notes:
+        sys.stderr.write(f"note: {note}\n")
     if fmt is Format.table:
         from xputune.cli.probe_render import render
 
-        render(topo, console())
+        render(topo, console(), vendor.cards)
     else:
         from xputune.topology.serialize import to_dict
 
-        emit_data(to_dict(topo), fmt)
+        emit_data(to_dict(topo, vendor.as_json()), fmt)
 
 
 def parse_fast(argv: list[str]) -> dict[str, str] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from xputune.host.cpulist import format_cpulist
@@ -29,7 +30,16 @@ def _ordering(ordering: Ordering) -> dict[str, Any]:
     }
 
 
-def to_dict(topo: Topology) -> dict[str, Any]:
+def to_dict(
+    topo: Topology, vendor: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The document; `vendor` maps a card's bus id to its vendor-library details.
+
+    Vendor details are plain data made by the layer above (devices/), which topology/ must not
+    import; a card without them gets "vendor_info": null (added in schema_version 1, additive;
+    "vendor" was already the card's vendor family).
+    """
+    vendor = vendor or {}
     s = topo.settings
     return {
         "schema_version": SCHEMA_VERSION,
@@ -68,6 +78,7 @@ def to_dict(topo: Topology) -> dict[str, Any]:
                 "uplink": c.uplink,
                 "nearest_nic": c.nearest_nic,
                 "device_node": c.device_node,
+                "vendor_info": dict(vendor[c.bdf]) if c.bdf in vendor else None,
                 "link": _link(topo.pci[c.bdf].link),
                 "ido": {
                     "request": topo.pci[c.bdf].ordering.ido_request,

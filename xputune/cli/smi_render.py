@@ -1,0 +1,76 @@
+"""Rich tables for `xputune smi`: only the columns the parsed form actually carries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from xputune.devices.xpusmi import FORMS, SmiCard, SmiReport, SmiTopo
+
+
+def _num(value: float | None, unit: str = "") -> str | None:
+    if value is None:
+        return None
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{shown}{unit}"
+
+
+def _memory(card: SmiCard) -> str | None:
+    used, total = card.memory_used_mib, card.memory_total_mib
+    if used is None and total is None:
+        return None
+    return f"{'?' if used is None else used} / {'?' if total is None else total}"
+
+
+COLUMNS: tuple[tuple[str, Callable[[SmiCard], str | None]], ...] = (
+    ("XPU", lambda c: _num(c.index)),
+    ("bus id", lambda c: c.bus_id),
+    ("name", lambda c: c.name),
+    ("minor", lambda c: _num(c.minor)),
+    ("memory MiB used / total", _memory),
+    ("util", lambda c: _num(c.utilization_pct, "%")),
+    ("temp", lambda c: _num(c.temperature_c, " C")),
+    ("power", lambda c: _num(c.power_w, " W")),
+    ("firmware", lambda c: c.firmware),
+    ("serial", lambda c: c.serial),
+    ("uuid", lambda c: c.uuid),
+    ("CPU affinity", lambda c: c.cpu_affinity),
+    ("NUMA", lambda c: _num(c.numa_affinity)),
+)
+
+
+def cards_table(report: SmiReport) -> Table:
+    cells = [[get(card) for _, get in COLUMNS] for card in report.cards]
+    keep = [i for i in range(len(COLUMNS)) if any(row[i] is not None for row in cells)]
+    title = f"Cards ({FORMS[report.form]})"
+    if report.driver_version:
+        title += f", driver {report.driver_version}"
+    table = Table(title=title, title_justify="left")
+    for i in keep:
+        table.add_column(COLUMNS[i][0])
+    for row in cells:
+        table.add_row(*("-" if row[i] is None else row[i] for i in keep))
+    return table
+
+
+def matrix(topo: SmiTopo) -> Table:
+    table = Table(title="Relations (xpu-smi topo -m)", title_justify="left")
+    table.add_column("")
+    for name in topo.devices:
+        table.add_column(name, justify="center")
+    for row in topo.devices:
+        table.add_row(row, *(topo.relations[row][col] for col in topo.devices))
+    return table
+
+
+def render(report: SmiReport, console: Console) -> None:
+    parts: list = [cards_table(report)]
+    if report.topology is not None:
+        parts.append(matrix(report.topology))
+        legend = {**report.topology.legend, **report.topology.nics}
+        if legend:
+            parts.append(Text("\n".join(f"  {k:<4} = {v}" for k, v in legend.items()), style="dim"))
+    console.print(Group(*parts))

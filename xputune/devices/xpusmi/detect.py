@@ -1,0 +1,38 @@
+"""Which xpu-smi form a text is, from its first lines, so `smi --input` takes any of them."""
+
+from __future__ import annotations
+
+import re
+
+from xputune.devices.xpusmi import query, topo
+from xputune.devices.xpusmi.model import SmiParseError
+from xputune.devices.xpusmi.values import shown
+
+_LIST_LINE = re.compile(r"^(?:XPU|GPU)\s+[0-9]+\s*:", re.ASCII)
+_KEY_VALUE = re.compile(r"^\S[^:]*\s:\s")
+_BUS_LIKE = re.compile(r"^[0-9A-Fa-f]+(?::[0-9A-Fa-f]+)+\.[0-9A-Fa-f]+$", re.ASCII)
+
+
+def detect(text: str) -> str:
+    """One of model.FORMS' keys; SmiParseError when the text is none of them."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise SmiParseError(None, "empty input")
+    first = lines[0].strip()
+    if first.startswith("<"):
+        return "xml"
+    if any(query.CARD_HEADER.match(line) or query.is_banner(line) for line in lines):
+        return "query"
+    if topo.TITLES.search(lines[0]) or any(line.strip() == "Legend:" for line in lines):
+        return "topo"
+    if _BUS_LIKE.match(first.split()[0]) or first.endswith('"'):
+        return "monitor"
+    if _LIST_LINE.match(first):
+        return "list"
+    if _KEY_VALUE.match(first):
+        return "query"
+    raise SmiParseError(
+        None,
+        "not a known form: expected the output of xpu-smi -L, -q, -q -x, -m or topo -m "
+        f"(first line {shown(first)})",
+    )

@@ -1,0 +1,74 @@
+"""Running xpu-smi: the XML form first (most complete), the text form when that fails.
+
+The tool can hang when a card is wedged, so every run has a timeout. It is looked up on PATH,
+then where Kunlunxin's runtime installs it. Intel ships an unrelated tool of the same name;
+its output parses as none of the forms, and the error says so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from xputune.devices.xpusmi import parse
+from xputune.devices.xpusmi.model import SmiError, SmiReport
+
+TOOL = "xpu-smi"
+KNOWN_PATHS = ("/opt/xre/bin/xpu-smi", "/usr/local/xpu/bin/xpu-smi")
+ATTEMPTS = (("-q", "-x"), ("-q",))
+TIMEOUT_S = 15.0
+
+
+class SmiTimeout(SmiError):
+    """xpu-smi did not answer in time; a second form would hang the same way."""
+
+
+def find_tool() -> str | None:
+    """xpu-smi on PATH, else at a known install path, else None."""
+    found = shutil.which(TOOL)
+    if found:
+        return found
+    return next((p for p in KNOWN_PATHS if os.access(p, os.X_OK)), None)
+
+
+def _run(tool: str, args: tuple[str, ...], timeout: float) -> str:
+    try:
+        done = subprocess.run(
+            [tool, *args],
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        raise SmiTimeout(f"{tool} {' '.join(args)}: no answer within {timeout:g} s") from None
+    except OSError as exc:
+        raise SmiError(f"{tool}: cannot run: {exc.strerror or exc}") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
+        detail = said[-1] if said else "no output"
+        raise SmiError(f"{tool} {' '.join(args)}: exit {done.returncode}: {detail}")
+    return done.stdout.decode("utf-8", "replace")
+
+
+def query(tool: str | None = None, timeout: float | None = None) -> SmiReport:
+    """The cards as the installed xpu-smi reports them (timeout per run, TIMEOUT_S if None)."""
+    timeout = TIMEOUT_S if timeout is None else timeout
+    tool = tool or find_tool()
+    if tool is None:
+        raise SmiError(
+            f"{TOOL} not found on PATH (nor in {', '.join(KNOWN_PATHS)}); "
+            "install Kunlunxin's driver tools or pass --input with a saved output"
+        )
+    failures: list[str] = []
+    for args in ATTEMPTS:
+        try:
+            return parse(_run(tool, args, timeout))
+        except SmiTimeout:
+            raise
+        except SmiError as exc:
+            failures.append(str(exc))
+    unknown = any("not a known form" in f for f in failures)
+    hint = " (is this Intel's unrelated tool of the same name?)" if unknown else ""
+    raise SmiError(f"{failures[-1]}{hint}")

@@ -1,0 +1,85 @@
+"""Cleaning and reading xpu-smi values: colour codes, N/A, numbers with units.
+
+The tool colours output on a terminal (and some builds even when piped), pads columns to
+varying widths and writes N/A (or "[Not Supported]") where a card cannot say. Everything here
+is strict about what a value is, so a garbled or cut-off number is an error, not a guess.
+"""
+
+from __future__ import annotations
+
+import re
+
+from xputune.devices.busid import normalize_bus_id
+from xputune.devices.xpusmi.model import SmiParseError
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_MISSING = {"n/a", "[n/a]", "not supported", "[not supported]", "unknown", "unknown error", "-"}
+_NUMBER = re.compile(r"^([0-9]{1,15}(?:\.[0-9]{1,6})?)\s*([A-Za-z%]*)$", re.ASCII)
+_MIB_PER = {"mib": 1, "mb": 1, "gib": 1024, "gb": 1024, "kib": 1 / 1024, "kb": 1 / 1024}
+
+MAX_INPUT = 64 << 20  # 64 MiB: far above any real output, small enough to refuse junk early
+
+
+def shown(value: str, limit: int = 60) -> str:
+    """repr() of `value` cut to `limit` characters, so an error stays one readable line."""
+    text = repr(value.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def clean(text: str) -> str:
+    """Drop colour codes, carriage returns, NULs and a byte-order mark; expand tabs."""
+    text = _ANSI.sub("", text).replace("\r", "").replace("\0", "").expandtabs(8)
+    return text.removeprefix("\ufeff")
+
+
+def missing(value: str | None) -> bool:
+    return value is None or value.strip().lower() in _MISSING
+
+
+def text_value(value: str | None) -> str | None:
+    """A free-text field, None when the tool says it has none."""
+    return None if missing(value) or not value.strip() else value.strip()  # type: ignore[union-attr]
+
+
+def number(
+    value: str | None, units: tuple[str, ...], form: str, what: str, line: int | None = None
+) -> float | None:
+    """`value` as a number in one of `units` (no unit accepted too), None when N/A."""
+    if missing(value):
+        return None
+    assert value is not None
+    m = _NUMBER.match(value.strip())
+    if m is None or (m[2] and m[2].lower() not in units):
+        expected = f"a number in {'/'.join(units)}" if units else "a whole number"
+        raise SmiParseError(form, f"{what}: not {expected}: {shown(value)}", line)
+    return float(m[1])
+
+
+def integer(
+    value: str | None, units: tuple[str, ...], form: str, what: str, line: int | None = None
+) -> int | None:
+    got = number(value, units, form, what, line)
+    if got is not None and not units and got != int(got):
+        raise SmiParseError(form, f"{what}: not a whole number: {shown(value or '')}", line)
+    return None if got is None else int(got)
+
+
+def mib(value: str | None, form: str, what: str, line: int | None = None) -> int | None:
+    """A memory size in MiB ("98304 MiB", "96 GiB", or a bare number of MiB)."""
+    if missing(value):
+        return None
+    assert value is not None
+    got = number(value, tuple(_MIB_PER), form, what, line)
+    m = _NUMBER.match(value.strip())
+    unit = (m[2] if m else "").lower() or "mib"
+    return None if got is None else int(got * _MIB_PER[unit])
+
+
+def bus_id(value: str | None, form: str, what: str, line: int | None = None) -> str | None:
+    if missing(value):
+        return None
+    assert value is not None
+    canonical = normalize_bus_id(value)
+    if canonical is None:
+        raise SmiParseError(form, f"{what}: not a PCI bus id: {shown(value)}", line)
+    return canonical
