@@ -111,6 +111,16 @@ def test_live_host_failure_is_silent(fake_xpuml_path: Path, fake_xpuml, monkeypa
     assert enrich.vendor_info(topo, live=True) == enrich.Enrichment({}, ())
 
 
+def test_switch_off_skips_even_an_explicit_library(
+    run_cli, fake_xpuml: ctypes.CDLL, monkeypatch
+) -> None:
+    with_lib = _json(run_cli, "--root", str(SEED_BOX))
+    assert any(c["vendor_info"] for c in with_lib["cards"])
+    monkeypatch.setenv("XPUTUNE_VENDOR_LIBRARIES", "off")
+    without = _json(run_cli, "--root", str(SEED_BOX))
+    assert all(c["vendor_info"] is None for c in without["cards"])
+
+
 def test_providers_only_for_vendors_present(run_cli, fake_xpuml: ctypes.CDLL) -> None:
     """The xpuml override does not touch an NVIDIA box (no Kunlunxin card there)."""
     doc = _json(run_cli, "--root", str(NVIDIA_BOX))

@@ -33,7 +33,8 @@ def probe(
     Where the vendor library is installed (Kunlunxin libxpuml.so, NVIDIA NVML), each card's
     product name, memory and driver version are added (JSON: vendor_info). A recording uses
     only a library named by XPUTUNE_XPUML_LIBRARY or XPUTUNE_NVML_LIBRARY, since a library on
-    this machine describes this machine.
+    this machine describes this machine. XPUTUNE_VENDOR_LIBRARIES=off skips them all (NVML can
+    take seconds to start where persistence mode is off).
 
     Examples:
 

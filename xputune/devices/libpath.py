@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 XPUML_ENV = "XPUTUNE_XPUML_LIBRARY"
 NVML_ENV = "XPUTUNE_NVML_LIBRARY"
+# "off" skips every vendor library, e.g. where nvmlInit takes seconds (no persistence mode).
+SWITCH_ENV = "XPUTUNE_VENDOR_LIBRARIES"
 
 XPUML_PATHS = (
     "/usr/local/xpu/lib64/libxpuml.so",
@@ -46,7 +48,10 @@ def first_existing(paths: Iterable[str]) -> str | None:
 
 
 def library_for(env: str, paths: Iterable[str], live: bool) -> str | None:
-    """The library to load for a probe: the override, else (live host only) a known path."""
+    """The library to load for a probe: the override, else (live host only) a known path;
+    None for every provider when XPUTUNE_VENDOR_LIBRARIES=off."""
+    if os.environ.get(SWITCH_ENV, "").strip().lower() == "off":
+        return None
     explicit = override(env)
     if explicit or not live:
         return explicit
