@@ -105,6 +105,12 @@ def check(ctx: TuneContext, selection: Selection) -> list[Row]:
     rows: list[Row] = []
     for knob, want in selection.wants.items():
         rows.extend(KNOBS[knob].check(ctx, want))
+    # The boot unit is judged only by a check of the whole profile: a narrowed check (--only,
+    # --skip) asks about fewer knobs than a unit applies.
+    if all(knob in selection.wants for knob in selection.profile.knobs):
+        boot = persist.check_row(ctx.view, selection.persist_args())
+        if boot is not None:
+            rows.append(boot)
     return rows
 
 

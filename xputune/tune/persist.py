@@ -19,6 +19,7 @@ from typing import Any
 
 from xputune.errors import HostError
 from xputune.host import HostView
+from xputune.tune.knobs.base import DRIFT, OK, Row
 from xputune.tune.state import atomic_write, fs_path, fsync_dir
 from xputune.tune.steps import Accessor, Change, register
 
@@ -127,6 +128,48 @@ def unit_text(args: list[str]) -> str:
         "[Install]\n"
         "WantedBy=multi-user.target\n"
     )
+
+
+def installed_args(unit: str) -> list[str] | None:
+    """The apply flags an installed unit runs at boot (None: not a unit of ours)."""
+    for line in unit.splitlines():
+        if line.startswith("ExecStart="):
+            try:
+                words = shlex.split(line[len("ExecStart=") :])
+            except ValueError:
+                return None
+            if "apply" not in words:
+                return None
+            return [w for w in words[words.index("apply") + 1 :] if w != "--wait"]
+    return None
+
+
+def check_row(view: HostView, args: list[str]) -> Row | None:
+    """A `check` row for the boot unit when one is installed; None when there is none.
+
+    Persistence is optional, so an absent unit is no drift. An installed one that would apply
+    other settings at the next boot, or is not enabled, is: the reboot would undo the check.
+    """
+    unit = view.read_optional(UNIT_PATH)
+    # Listed, not followed: systemctl's link is absolute, which the view treats as an escape.
+    wants_dir, link_name = WANTS_LINK.rsplit("/", 1)
+    enabled = link_name in view.listdir(wants_dir)
+    if unit is None and not enabled:
+        return None
+    expected = f"enabled, applies {shlex.join(args)} at boot"
+    fix = f"xputune apply --persist {shlex.join(args)}"
+    if unit is None:
+        return Row("persist", UNIT_PATH, expected, "missing (link left)", DRIFT, fix, "warn")
+    found = installed_args(unit)
+    if found is None:
+        actual = "not written by xputune"
+    elif found != args:
+        actual = f"applies {shlex.join(found)}"
+    elif not enabled:
+        actual = "installed, not enabled"
+    else:
+        return Row("persist", UNIT_PATH, expected, "enabled, same settings", OK, "", "warn")
+    return Row("persist", UNIT_PATH, expected, actual, DRIFT, fix, "warn")
 
 
 def plan(view: HostView, args: list[str]) -> list[Change]:
