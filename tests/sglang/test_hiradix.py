@@ -53,11 +53,9 @@ def test_a_second_distinct_request_still_triggers_the_backup(make_world: Any) ->
     assert (head.hit_count, tail.hit_count) == (2, 2)
     assert w.pending_write_tokens() == [12, 4]
     w.drain_writes()
-    host = w.host.kv_buffer
     for node in (head, tail):
         assert node.backuped
-        for layer in range(LAYERS):  # the real copy: host KV equals the device KV it backs up
-            assert w.sglang_equal(host[layer][node.host_value], w.kv.kv_buffer[layer][node.value])
+        assert w.host_copy_matches(node)
 
 
 def test_count_once_survives_a_split_between_the_two_inserts(make_world: Any) -> None:
@@ -98,10 +96,7 @@ def test_reinsert_backs_up_only_the_proven_prefix(make_world: Any) -> None:
     w.drain_writes()
     assert proven.backuped and len(proven.host_value) == 8
     assert not rest.backuped
-    for layer in range(LAYERS):
-        assert w.sglang_equal(
-            w.host.kv_buffer[layer][proven.host_value], w.kv.kv_buffer[layer][proven.value]
-        )
+    assert w.host_copy_matches(proven)
 
 
 def test_without_the_ghost_list_the_recurring_prefix_is_not_backed_up(make_world: Any) -> None:
@@ -133,10 +128,7 @@ def test_async_write_back_is_launched_off_the_scheduler_thread(make_world: Any) 
     node = w.node_for(PROMPT)
     assert node.backuped
     assert launched == ["xputune-hicache-d2h"]
-    for layer in range(LAYERS):
-        assert w.sglang_equal(
-            w.host.kv_buffer[layer][node.host_value], w.kv.kv_buffer[layer][node.value]
-        )
+    assert w.host_copy_matches(node)
 
 
 def test_async_load_back_gates_each_layer_until_its_copy_is_launched(make_world: Any) -> None:

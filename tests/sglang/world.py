@@ -125,3 +125,11 @@ class World:
 
     def sglang_equal(self, a: Any, b: Any) -> bool:
         return bool(self.sgl.torch.equal(a, b))
+
+    def host_copy_matches(self, node: Any) -> bool:
+        """The real copy: in every layer, the node's host KV equals the device KV it backs up."""
+        host, device = self.host.kv_buffer, self.kv.kv_buffer
+        return all(
+            self.sglang_equal(host[layer][node.host_value], device[layer][node.value])
+            for layer in range(LAYERS)
+        )
