@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from xputune.devices.xpusmi.cards import key
 from xputune.devices.xpusmi.model import SmiCard, SmiParseError, SmiReport
 from xputune.devices.xpusmi.values import bus_id, shown, text_value
 
@@ -36,7 +37,7 @@ def _pairs(inside: str, number: int) -> dict[str, str]:
             raise SmiParseError(
                 FORM, f"expected 'key: value' in parentheses, got {shown(item)}", number
             )
-        pairs[re.sub(r"[\s_\-]", "", name).lower()] = value.strip()
+        pairs[key(name)] = value.strip()
     return pairs
 
 

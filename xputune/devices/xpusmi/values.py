@@ -41,10 +41,10 @@ def text_value(value: str | None) -> str | None:
     return None if missing(value) or not value.strip() else value.strip()  # type: ignore[union-attr]
 
 
-def number(
-    value: str | None, units: tuple[str, ...], form: str, what: str, line: int | None = None
-) -> float | None:
-    """`value` as a number in one of `units` (no unit accepted too), None when N/A."""
+def _measure(
+    value: str | None, units: tuple[str, ...], form: str, what: str, line: int | None
+) -> tuple[float, str] | None:
+    """(number, lower-case unit or "") of `value` in one of `units`, None when N/A."""
     if missing(value):
         return None
     assert value is not None
@@ -52,7 +52,15 @@ def number(
     if m is None or (m[2] and m[2].lower() not in units):
         expected = f"a number in {'/'.join(units)}" if units else "a whole number"
         raise SmiParseError(form, f"{what}: not {expected}: {shown(value)}", line)
-    return float(m[1])
+    return float(m[1]), m[2].lower()
+
+
+def number(
+    value: str | None, units: tuple[str, ...], form: str, what: str, line: int | None = None
+) -> float | None:
+    """`value` as a number in one of `units` (no unit accepted too), None when N/A."""
+    got = _measure(value, units, form, what, line)
+    return None if got is None else got[0]
 
 
 def integer(
@@ -66,13 +74,11 @@ def integer(
 
 def mib(value: str | None, form: str, what: str, line: int | None = None) -> int | None:
     """A memory size in MiB ("98304 MiB", "96 GiB", or a bare number of MiB)."""
-    if missing(value):
+    got = _measure(value, tuple(_MIB_PER), form, what, line)
+    if got is None:
         return None
-    assert value is not None
-    got = number(value, tuple(_MIB_PER), form, what, line)
-    m = _NUMBER.match(value.strip())
-    unit = (m[2] if m else "").lower() or "mib"
-    return None if got is None else int(got * _MIB_PER[unit])
+    amount, unit = got
+    return int(amount * _MIB_PER[unit or "mib"])
 
 
 def bus_id(value: str | None, form: str, what: str, line: int | None = None) -> str | None:
