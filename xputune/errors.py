@@ -21,11 +21,27 @@ class RootEscapeError(HostError):
     """A path or symlink inside a root points outside it."""
 
 
+class SymlinkLoopError(HostError):
+    """Resolving a path followed more symlinks than the kernel would (MAXSYMLINKS)."""
+
+
+class RecordingError(HostError):
+    """A recording (tarball) is not one xputune will read: garbage, hostile or too large."""
+
+
+class UnreadableValueError(HostError):
+    """One file of a host tree cannot be read as a value (not a regular file, too large).
+
+    Discovery turns it into an unknown value with a warning; only strict mode stops on it.
+    """
+
+
 class HostDataError(XputuneError):
     """A file exists but its content is not what any real kernel writes there."""
 
     def __init__(self, path: str, value: object, expected: str) -> None:
-        shown = repr(value)
+        """`value` is what was found; None means nothing was (a missing file or line)."""
+        shown = "missing" if value is None else repr(value)
         if len(shown) > 60:
             shown = shown[:57] + "..."
         super().__init__(f"bad value in {path}: {shown} ({expected})")

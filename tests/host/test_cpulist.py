@@ -3,7 +3,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from xputune.errors import HostDataError
-from xputune.host.cpulist import format_cpulist, parse_cpulist
+from xputune.host.values import format_cpulist, parse_cpulist
 
 
 def test_parse_kernel_examples() -> None:

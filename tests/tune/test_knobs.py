@@ -7,10 +7,10 @@ import pytest
 from tests.tune import minihost
 from tests.tune.views import LiveLikeView
 from xputune.errors import HostDataError, UnsupportedError
+from xputune.host.values import current_choice, rebracket
 from xputune.host.view import DirView
 from xputune.tune.knobs import KNOBS, TuneContext, Want
 from xputune.tune.knobs import shm_huge as shm
-from xputune.tune.knobs.sysfs_choice import current_choice, rebracket
 from xputune.tune.steps import accessor
 
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
@@ -84,7 +84,7 @@ def test_shm_reads_the_last_of_two_stacked_mounts():
     text = minihost.MOUNTINFO + (
         "40 26 0:40 / /dev/shm rw,relatime - tmpfs tmpfs rw,size=1024k,huge=within_size\n"
     )
-    mount = shm.find_mount(text, "/dev/shm")
+    mount = shm.find_mount(text, "/dev/shm", shm.MOUNTINFO)
     assert mount is not None and mount.huge == "within_size"
 
 

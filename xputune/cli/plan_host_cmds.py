@@ -140,7 +140,7 @@ def plan_to_dict(plan: HostPlan) -> dict[str, Any]:
 
 
 def _cpulist(cpus: tuple[int, ...]) -> str:
-    from xputune.host.cpulist import format_cpulist
+    from xputune.host.values import format_cpulist
 
     return format_cpulist(cpus)
 

@@ -23,6 +23,14 @@ def probe(
             "(a note on stderr says so). Handy for a first look on a laptop.",
         ),
     ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Fail on the first missing, unreadable or odd value instead of reporting it "
+            "as unknown with a warning (for checking recordings).",
+        ),
+    ] = False,
 ) -> None:
     """Show cards, NUMA nodes, PCIe switches (uplinks), NICs and host settings in one picture.
 
@@ -36,14 +44,20 @@ def probe(
     this machine describes this machine. XPUTUNE_VENDOR_LIBRARIES=off skips them all (NVML can
     take seconds to start where persistence mode is off).
 
+    A value that is missing, unreadable or odd (a garbled attribute, a link that leads
+    nowhere) is shown as unknown and named in a warning under the tables (JSON: warnings);
+    the probe goes on. Only a tree that is not a host at all, a path escaping the root or a
+    symlink loop stop it. --strict stops at the first odd value instead.
+
     Examples:
 
         xputune probe
         xputune probe --example h3c-hygon-p800
         xputune probe --root box.tar.gz --format json | jq '.cards[].numa_node'
         xputune probe --fallback-example h3c-hygon-p800
+        xputune probe --root box.tar.gz --strict
     """
-    run_probe(root, example, fmt, fallback_example)
+    run_probe(root, example, fmt, fallback_example, strict)
 
 
 def record(

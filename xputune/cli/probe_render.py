@@ -9,7 +9,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from xputune.host.cpulist import format_cpulist
+from xputune.host.values import format_cpulist
 from xputune.topology.model import RELATION_HELP, Ordering, Topology
 from xputune.topology.verdicts import settings_verdicts
 
@@ -33,7 +33,7 @@ def _ido(ordering: Ordering) -> Text:
 
 
 def summary(topo: Topology) -> Text:
-    total = sum(n.memory_total_bytes for n in topo.numa_nodes)
+    total = sum(n.memory_total_bytes or 0 for n in topo.numa_nodes)
     families = sorted({c.model for c in topo.cards})
     return Text.assemble(
         ("Host ", "bold"),
@@ -173,6 +173,10 @@ def uplinks_table(topo: Topology) -> Table:
     return table
 
 
+def _gib(size: int | None) -> str:
+    return "?" if size is None else f"{size / GIB:,.1f}"
+
+
 def numa_table(topo: Topology) -> Table:
     table = Table(title="NUMA nodes", title_justify="left")
     for col in ("node", "CPUs", "memory GiB", "free GiB", "cards", "distances"):
@@ -182,10 +186,10 @@ def numa_table(topo: Topology) -> Table:
         table.add_row(
             str(node.id),
             format_cpulist(node.cpus) or "(memory only)",
-            f"{node.memory_total_bytes / GIB:,.1f}",
-            f"{node.memory_free_bytes / GIB:,.1f}",
+            _gib(node.memory_total_bytes),
+            _gib(node.memory_free_bytes),
             cards or "-",
-            " ".join(map(str, node.distances)),
+            " ".join(map(str, node.distances)) or "?",
         )
     return table
 

@@ -15,23 +15,28 @@ from xputune.cli.output import Format, console, emit_data
 from xputune.host import open_host
 
 _OPTIONS = {"--root", "--example", "--format", "--fallback-example"}
+_FLAGS = {"--strict"}
 _ALIASES = {"-f": "--format"}
 
 
 def run_probe(
-    root: str | None, example: str | None, fmt: Format, fallback_example: str | None
+    root: str | None,
+    example: str | None,
+    fmt: Format,
+    fallback_example: str | None,
+    strict: bool = False,
 ) -> None:
     from xputune.devices.enrich import vendor_info
     from xputune.topology.discover import discover
 
     host = open_host(root, example)
-    topo = discover(host)
+    topo = discover(host, strict)
     if fallback_example and not topo.cards and not example:
         sys.stderr.write(
             f"note: {topo.source} has no accelerator; showing example {fallback_example}\n"
         )
         host = open_host(None, fallback_example)
-        topo = discover(host)
+        topo = discover(host, strict)
     vendor = vendor_info(topo, live=host.live)
     for note in vendor.notes:
         sys.stderr.write(f"note: {note}\n")
@@ -54,6 +59,10 @@ def parse_fast(argv: list[str]) -> dict[str, str] | None:
     while i < len(argv):
         name, eq, value = argv[i].partition("=")
         name = _ALIASES.get(name, name)
+        if name in _FLAGS and not eq and name not in opts:
+            opts[name] = "yes"
+            i += 1
+            continue
         if name not in _OPTIONS or name in opts:
             return None
         if not eq:
@@ -78,5 +87,6 @@ def fast_probe(argv: list[str]) -> bool:
         opts.get("--example"),
         Format(opts.get("--format", "table")),
         opts.get("--fallback-example"),
+        "--strict" in opts,
     )
     return True

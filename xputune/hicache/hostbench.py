@@ -19,10 +19,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from xputune.devices.runtime import HostRegistrar, device_registrar
-from xputune.errors import HostError, PermissionRequired
+from xputune.errors import HostDataError, HostError, PermissionRequired
 from xputune.hicache import linux_mm, numa_mem
 from xputune.hicache.hostbuf import HostBuffer, mlock_registrar
 from xputune.host import HostView, open_host
+from xputune.host.values import current_choice
 
 DEFAULT_SIZE = 1 << 30
 MEMORY_FRACTION = 0.5  # of MemAvailable, one buffer at a time
@@ -159,9 +160,12 @@ def pin_run(
 
 
 def thp_setting(host: HostView, name: str) -> str:
-    text = host.read_optional(f"/sys/kernel/mm/transparent_hugepage/{name}") or ""
-    m = re.search(r"\[(\w[\w+]*)\]", text)
-    return m.group(1) if m else "unavailable"
+    path = f"/sys/kernel/mm/transparent_hugepage/{name}"
+    text = host.read_optional(path)
+    try:
+        return "unavailable" if text is None else current_choice(text, path)
+    except HostDataError:
+        return "unavailable"
 
 
 def plan_size(requested: int | None) -> tuple[int, bool]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from xputune.errors import HostError
 from xputune.hicache import linux_mm
 from xputune.host import HostView, open_host
-from xputune.host.cpulist import format_cpulist, parse_cpulist
+from xputune.host.values import format_cpulist, parse_cpulist
 
 MPOL_DEFAULT = 0
 MPOL_PREFERRED = 1

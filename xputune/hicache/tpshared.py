@@ -25,7 +25,6 @@ the others stop too) instead of reading another request's KV.
 from __future__ import annotations
 
 import contextlib
-import errno
 import mmap
 import os
 import re
@@ -39,6 +38,8 @@ from xputune.errors import HostError
 from xputune.hicache import linux_mm, numa_mem
 from xputune.hicache.hostbuf import populate
 from xputune.hicache.numa_mem import Placement
+from xputune.host import open_host
+from xputune.host.values import find_mount
 
 SHM_DIR = "/dev/shm"
 FILE_PREFIX = "xputune-"
@@ -65,18 +66,8 @@ def _round_up(n: int, to: int) -> int:
 
 def shm_huge_mode(mountinfo: str, mount_point: str = SHM_DIR) -> str:
     """The huge= option of a tmpfs mount ("never" when the option is absent)."""
-    mode = None
-    for line in mountinfo.splitlines():
-        pre, sep, post = line.partition(" - ")
-        fields = pre.split()
-        if not sep or len(fields) < 5 or fields[4] != mount_point:
-            continue
-        opts = post.split()[2] if len(post.split()) > 2 else ""
-        mode = "never"
-        for opt in opts.split(","):
-            if opt.startswith("huge="):
-                mode = opt.split("=", 1)[1]
-    return mode or "not mounted"
+    mount = find_mount(mountinfo, mount_point, "/proc/self/mountinfo")
+    return "not mounted" if mount is None else mount.huge
 
 
 class TpSharedBuffer:
@@ -358,10 +349,5 @@ class _policy:
 
 def live_shm_huge_mode(mount_point: str = SHM_DIR) -> str:
     """huge= of the live /dev/shm mount (this process's own mount namespace)."""
-    try:
-        with open("/proc/self/mountinfo") as f:
-            return shm_huge_mode(f.read(), mount_point)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            return "unknown"
-        raise
+    text = open_host().read_optional("/proc/self/mountinfo")
+    return "unknown" if text is None else shm_huge_mode(text, mount_point)

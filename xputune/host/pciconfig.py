@@ -88,6 +88,8 @@ class ConfigSpace(NamedTuple):
     capabilities: tuple[tuple[int, int], ...]  # (id, offset)
     ext_capabilities: tuple[tuple[int, int], ...]  # (id, offset)
     pcie: PcieCapability | None
+    class_code: int = 0  # 24-bit: base class, subclass, prog-if
+    secondary_bus: int | None = None  # the bus behind a bridge (type 1 header)
 
     @property
     def visible(self) -> bool:
@@ -111,8 +113,12 @@ def decode(data: bytes, path: str = "config") -> ConfigSpace:
     device_id = _u16(data, 0x02)
     status = _u16(data, 0x06)
     header_type = data[0x0E] & 0x7F
+    class_code = int.from_bytes(data[0x09:0x0C], "little")
+    secondary = data[0x19] if header_type == 1 else None
     if len(data) == HEADER_BYTES or not status & STATUS_CAP_LIST:
-        return ConfigSpace(len(data), vendor_id, device_id, header_type, (), (), None)
+        return ConfigSpace(
+            len(data), vendor_id, device_id, header_type, (), (), None, class_code, secondary
+        )
 
     caps = _walk_capabilities(data, path)
     ext_caps = _walk_ext_capabilities(data, path) if len(data) > EXT_CAP_START else ()
@@ -130,7 +136,9 @@ def decode(data: bytes, path: str = "config") -> ConfigSpace:
                 link_status=_u16(data, offset + PCIE_LNKSTA),
             )
             break
-    return ConfigSpace(len(data), vendor_id, device_id, header_type, caps, ext_caps, pcie)
+    return ConfigSpace(
+        len(data), vendor_id, device_id, header_type, caps, ext_caps, pcie, class_code, secondary
+    )
 
 
 def _walk_capabilities(data: bytes, path: str) -> tuple[tuple[int, int], ...]:

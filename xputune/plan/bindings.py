@@ -105,7 +105,7 @@ def _ido_gaps(topo: Topology, cards: list[Card]) -> list[str]:
 def _spread(topo: Topology, cards: list[Card]) -> dict[str, int]:
     """A distinct node per card: its own if still free, else the nearest free one by distance."""
     order = [n.id for n in topo.numa_nodes]
-    free = [n.id for n in topo.numa_nodes if n.memory_total_bytes > 0]
+    free = [n.id for n in topo.numa_nodes if n.memory_total_bytes]
     if len(free) < len(cards):
         raise PlanError(f"all-nodes needs a node per card: {len(cards)} cards, {len(free)} nodes")
     chosen: dict[str, int] = {}
@@ -113,8 +113,12 @@ def _spread(topo: Topology, cards: list[Card]) -> dict[str, int]:
         home = card.numa_node if card.numa_node in order else order[0]
         distances = topo.node(home).distances
 
-        def cost(node_id: int, distances: tuple[int, ...] = distances) -> tuple[int, int]:
-            return (distances[order.index(node_id)], node_id)
+        def cost(
+            node_id: int, distances: tuple[int, ...] = distances, home: int = home
+        ) -> tuple[int, int]:
+            # Unknown distances (an unreadable row): the node itself first, then by id.
+            far = distances[order.index(node_id)] if distances else int(node_id != home)
+            return (far, node_id)
 
         pick = min(free, key=cost)
         free.remove(pick)
@@ -136,7 +140,7 @@ def make_bindings(
     cards = select_cards(topo, tp, order)
     nics = {n.name: n for n in topo.nics}
     warnings: list[str] = []
-    all_nodes = tuple(n.id for n in topo.numa_nodes if n.memory_total_bytes > 0)
+    all_nodes = tuple(n.id for n in topo.numa_nodes if n.memory_total_bytes)
     spread = _spread(topo, cards) if strategy == "all-nodes" else {}
     if strategy == "all-nodes":
         gaps = _ido_gaps(topo, cards)

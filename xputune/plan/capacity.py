@@ -56,7 +56,7 @@ class Capacity:
 def _per_rank_max(topo: Topology, bindings: Bindings, reserve: Reserve) -> tuple[int, list[str]]:
     notes: list[str] = []
     if bindings.strategy == "shared":
-        total = sum(reserve.node_usable(n.memory_total_bytes) for n in topo.numa_nodes)
+        total = sum(reserve.node_usable(n.memory_total_bytes or 0) for n in topo.numa_nodes)
         buffer = total - reserve.process_bytes_per_card * len(bindings.ranks)
         notes.append(
             f"one shared buffer interleaved over {len(topo.numa_nodes)} nodes "
@@ -72,6 +72,8 @@ def _per_rank_max(topo: Topology, bindings: Bindings, reserve: Reserve) -> tuple
             sharers = sum(1 for c in topo.cards if c.numa_node == node.id) or 1
         else:
             sharers = 1
+        if node.memory_total_bytes is None:
+            raise PlanError(f"rank {rank.rank} ({rank.card}): memory of node {node.id} unknown")
         usable = reserve.node_usable(node.memory_total_bytes) // sharers
         limits.append(usable - reserve.process_bytes_per_card)
     per_rank = max(0, min(limits))

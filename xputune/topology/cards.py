@@ -7,23 +7,23 @@ management endpoints are never cards.
 
 from __future__ import annotations
 
-from xputune.host import HostView
+from xputune.host.reader import Reader
 from xputune.topology.ids import id_table
 from xputune.topology.model import PciFunction
-from xputune.topology.pci import pci_chain
+from xputune.topology.pci import pci_ancestor
 
 XPU_CLASS = "/sys/class/xpu"
 NVIDIA = 0x10DE
 PREFIX = {"kunlunxin": "xpu", "nvidia": "gpu", "other": "acc"}
 
 
-def xpu_class_devices(view: HostView) -> dict[str, str]:
+def xpu_class_devices(reader: Reader) -> dict[str, str]:
     """bdf -> xpuN from /sys/class/xpu (the Kunlunxin driver's class directory)."""
     found: dict[str, str] = {}
-    for entry in view.listdir(XPU_CLASS):
-        _, chain = pci_chain(view.realpath(f"{XPU_CLASS}/{entry}"))
-        if chain:
-            found.setdefault(chain[-1], entry)
+    for entry in reader.view.listdir(XPU_CLASS):
+        bdf = pci_ancestor(reader, f"{XPU_CLASS}/{entry}")
+        if bdf:
+            found.setdefault(bdf, entry)
     return found
 
 
@@ -42,6 +42,8 @@ def classify(fn: PciFunction, xpu_bdfs: dict[str, str]) -> tuple[str, str] | Non
         or fn.bdf in xpu_bdfs
     ):
         return "kunlunxin", fn.device_name
+    if fn.class_code is None:
+        return None
     base_class, subclass = fn.class_code >> 16, (fn.class_code >> 8) & 0xFF
     if fn.vendor_id == NVIDIA and base_class == 0x03 and subclass in (0x00, 0x02):
         return "nvidia", fn.device_name

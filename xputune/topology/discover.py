@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from xputune.errors import HostError
 from xputune.host import HostView
-from xputune.host.cpulist import format_cpulist
+from xputune.host.reader import Reader
+from xputune.host.values import format_cpulist
 from xputune.topology.cards import PREFIX, classify, xpu_class_devices
 from xputune.topology.model import Card, Link, Nic, PciFunction, Topology, Uplink
 from xputune.topology.nics import discover_nics
@@ -14,23 +15,22 @@ from xputune.topology.relations import rank, relation
 from xputune.topology.settings import discover_settings
 
 
-def discover(view: HostView) -> Topology:
-    """The whole host model; a file the kernel always provides but the root lacks is an error."""
-    if not view.is_dir("/sys/devices") or not view.is_dir("/proc"):
-        raise HostError(f"{view.label}: not a host tree (expected sys/devices and proc inside)")
-    try:
-        return _discover(view)
-    except FileNotFoundError as exc:
-        raise HostError(f"{view.label}: missing {exc.filename}") from None
+def discover(view: HostView, strict: bool = False) -> Topology:
+    """The whole host model, built even when parts of the tree are odd.
 
-
-def _discover(view: HostView) -> Topology:
-    nodes = discover_numa(view)
-    cpu = discover_cpu(view, nodes)
-    pci = discover_pci(view)
-    nics = discover_nics(view, pci)
-    cards = _cards(view, pci)
-    warnings: list[str] = []
+    What cannot be read becomes unknown with a warning in `Topology.warnings`; only a tree that
+    is not a host at all, a root escape or a symlink loop stops discovery. `strict` stops at
+    the first odd value instead, for checking recordings.
+    """
+    if not view.is_dir("/sys/devices"):
+        raise HostError(f"{view.label}: not a host tree (expected sys/devices inside)")
+    reader = Reader(view, strict)
+    nodes = discover_numa(reader)
+    cpu = discover_cpu(reader, nodes)
+    pci = discover_pci(reader)
+    nics = discover_nics(reader, pci)
+    cards = _cards(reader, pci)
+    warnings = reader.warnings
 
     paths: dict[str, tuple[tuple[str, ...], int | None]] = {
         c.name: (c.path, c.numa_node) for c in cards
@@ -59,7 +59,7 @@ def _discover(view: HostView) -> Topology:
     for card in cards:
         if card.numa_node is None:
             warnings.append(
-                f"{card.name} ({card.bdf}): NUMA node unknown (numa_node is -1); "
+                f"{card.name} ({card.bdf}): NUMA node unknown (numa_node is -1 or unreadable); "
                 "bind it by hand or fix the firmware's proximity tables"
             )
         elif card.numa_node not in node_ids:
@@ -78,7 +78,7 @@ def _discover(view: HostView) -> Topology:
         cards=cards,
         nics=nics,
         uplinks=uplinks,
-        settings=discover_settings(view),
+        settings=discover_settings(reader),
         relations=relations,
         warnings=tuple(warnings),
         source=view.label,
@@ -106,8 +106,8 @@ def _link_capability(fn: PciFunction, pci: dict[str, PciFunction]) -> str | None
     return best.describe() if slow or narrow else None
 
 
-def _cards(view: HostView, pci: dict[str, PciFunction]) -> tuple[Card, ...]:
-    xpu_bdfs = xpu_class_devices(view)
+def _cards(reader: Reader, pci: dict[str, PciFunction]) -> tuple[Card, ...]:
+    xpu_bdfs = xpu_class_devices(reader)
     counters: dict[str, int] = {}
     cards = []
     for bdf, fn in pci.items():  # bus id order

@@ -76,11 +76,15 @@ class PciNames:
             self._from_file = (vendors, devices)
         return self._from_file
 
-    def vendor(self, vendor_id: int) -> str:
+    def vendor(self, vendor_id: int | None) -> str:
+        if vendor_id is None:
+            return "unknown vendor"
         name = self._table.vendors.get(vendor_id) or self._pci_ids()[0].get(vendor_id)
         return name or f"vendor {vendor_id:#06x}"
 
-    def device(self, vendor_id: int, device_id: int) -> str:
+    def device(self, vendor_id: int | None, device_id: int | None) -> str:
+        if vendor_id is None or device_id is None:
+            return "unknown device"
         key = (vendor_id, device_id)
         name = self._table.devices.get(key) or self._pci_ids()[1].get(key)
         return name or f"device {device_id:#06x}"

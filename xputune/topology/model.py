@@ -32,9 +32,9 @@ class HugePages(NamedTuple):
 class NumaNode(NamedTuple):
     id: int
     cpus: tuple[int, ...]
-    memory_total_bytes: int
-    memory_free_bytes: int
-    distances: tuple[int, ...]  # in the order of Topology.numa_nodes
+    memory_total_bytes: int | None  # None: meminfo unreadable (see warnings)
+    memory_free_bytes: int | None
+    distances: tuple[int, ...]  # in the order of Topology.numa_nodes; () when unknown
     hugepages: tuple[HugePages, ...] = ()
 
     @property
@@ -91,9 +91,9 @@ class PciFunction(NamedTuple):
     sysfs_path: str  # host path of the device directory, e.g. /sys/devices/pci0000:00/...
     parent: str | None  # parent bridge's bdf; None when directly under a host bridge
     host_bridge: str  # "pci0000:00"
-    vendor_id: int
-    device_id: int
-    class_code: int  # 24-bit: base class, subclass, prog-if
+    vendor_id: int | None  # None: unreadable in sysfs and in config space (see warnings)
+    device_id: int | None
+    class_code: int | None  # 24-bit: base class, subclass, prog-if
     subsystem_vendor_id: int | None
     subsystem_device_id: int | None
     vendor_name: str
@@ -110,15 +110,15 @@ class PciFunction(NamedTuple):
 
     @property
     def is_bridge(self) -> bool:
-        return self.class_code >> 8 == 0x0604
+        return self.class_code is not None and self.class_code >> 8 == 0x0604
 
     @property
-    def vendor_hex(self) -> str:
-        return f"{self.vendor_id:#06x}"
+    def vendor_hex(self) -> str | None:
+        return None if self.vendor_id is None else f"{self.vendor_id:#06x}"
 
     @property
-    def device_hex(self) -> str:
-        return f"{self.device_id:#06x}"
+    def device_hex(self) -> str | None:
+        return None if self.device_id is None else f"{self.device_id:#06x}"
 
 
 class Card(NamedTuple):

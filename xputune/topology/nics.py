@@ -3,55 +3,47 @@
 from __future__ import annotations
 
 from xputune.errors import HostError
-from xputune.host import HostView
+from xputune.host.reader import FATAL, Reader
+from xputune.host.values import parse_net_speed
 from xputune.topology.model import Nic, PciFunction
-from xputune.topology.pci import path_to_root, pci_chain
-from xputune.topology.values import parse_int
+from xputune.topology.pci import path_to_root, pci_ancestor
 
 NET_CLASS = "/sys/class/net"
 IB_CLASS = "/sys/class/infiniband"
 
 
-def _pci_of(view: HostView, class_path: str) -> str | None:
-    """Nearest PCI ancestor of a class device; the link may end at a non-PCI child (virtio2)."""
-    _, chain = pci_chain(view.realpath(class_path))
-    return chain[-1] if chain else None
-
-
-def _speed(view: HostView, path: str) -> int | None:
-    # Reading speed of a down link fails with EINVAL on a live host; -1 means unknown.
+def _speed(reader: Reader, path: str) -> int | None:
+    """Mb/s; reading speed of a down link fails with EINVAL on a live host: unknown, not odd."""
     try:
-        text = view.read_optional(path)
-    except HostError:
+        text = reader.view.read_text(path)
+    except FATAL:
+        raise
+    except (FileNotFoundError, HostError):
         return None
-    if text is None:
-        return None
-    value = parse_int(text, path)
-    return value if value > 0 else None
+    return reader.parse(path, text, parse_net_speed)
 
 
-def discover_nics(view: HostView, functions: dict[str, PciFunction]) -> tuple[Nic, ...]:
+def discover_nics(reader: Reader, functions: dict[str, PciFunction]) -> tuple[Nic, ...]:
+    view = reader.view
     rdma_by_bdf: dict[str, tuple[str, str | None]] = {}
     for dev in view.listdir(IB_CLASS):
-        bdf = _pci_of(view, f"{IB_CLASS}/{dev}")
+        bdf = pci_ancestor(reader, f"{IB_CLASS}/{dev}")
         if bdf is None or bdf in rdma_by_bdf:
             continue
         ports = view.listdir(f"{IB_CLASS}/{dev}/ports")
-        layer = (
-            view.read_optional(f"{IB_CLASS}/{dev}/ports/{ports[0]}/link_layer") if ports else None
-        )
+        layer = reader.text(f"{IB_CLASS}/{dev}/ports/{ports[0]}/link_layer") if ports else None
         rdma_by_bdf[bdf] = (dev, layer)
 
     nics: list[Nic] = []
     named: set[str] = set()
     for ifname in view.listdir(NET_CLASS):
-        bdf = _pci_of(view, f"{NET_CLASS}/{ifname}")
+        bdf = pci_ancestor(reader, f"{NET_CLASS}/{ifname}")
         if bdf is None or bdf not in functions:
             continue  # virtual interfaces (lo, bridges, veth) have no PCI function
         base = f"{NET_CLASS}/{ifname}"
         rdma, layer = rdma_by_bdf.get(bdf, (None, None))
         if layer is None:
-            net_type = view.read_optional(f"{base}/type")
+            net_type = reader.text(f"{base}/type")
             layer = {"1": "Ethernet", "32": "InfiniBand"}.get(net_type or "")
         nics.append(
             Nic(
@@ -59,9 +51,9 @@ def discover_nics(view: HostView, functions: dict[str, PciFunction]) -> tuple[Ni
                 bdf=bdf,
                 rdma=rdma,
                 numa_node=functions[bdf].numa_node,
-                speed_mbps=_speed(view, f"{base}/speed"),
+                speed_mbps=_speed(reader, f"{base}/speed"),
                 link_layer=layer,
-                operstate=view.read_optional(f"{base}/operstate"),
+                operstate=reader.text(f"{base}/operstate"),
                 path=path_to_root(functions, bdf),
             )
         )

@@ -1,115 +1,217 @@
-"""NUMA nodes and CPU packages from /sys/devices/system and /proc/cpuinfo."""
+"""NUMA nodes and CPU packages from /sys/devices/system and /proc/cpuinfo.
+
+Real machines differ more than the x86 servers this tool targets suggest: node IDs can be
+sparse, a node can hold memory and no CPUs, old kernels give only a `cpumap` mask, distance rows
+can list possible rather than online nodes, a kernel without NUMA has no node directory at all,
+and /proc/cpuinfo looks different on every architecture. Each is read as what it means.
+"""
 
 from __future__ import annotations
 
 import re
 
-from xputune.errors import HostDataError, HostError
-from xputune.host import HostView
-from xputune.host.cpulist import parse_cpulist
+from xputune.host.reader import Reader
+from xputune.host.values import (
+    meminfo_bytes,
+    parse_cpulist,
+    parse_cpumask,
+    parse_distances,
+    parse_int,
+)
 from xputune.topology.model import Cpu, CpuPackage, HugePages, NumaNode
-from xputune.topology.values import parse_int
 
 NODE_DIR = "/sys/devices/system/node"
+CPU_DIR = "/sys/devices/system/cpu"
 _NODE = re.compile(r"^node(\d+)$")
 _HUGEPAGES = re.compile(r"^hugepages-(\d+)kB$")
 # Only the keys we use: one regex pass beats splitting every line of a 256-CPU cpuinfo.
-_CPUINFO_KEYS = re.compile(r"^(processor|vendor_id|model name|physical id)\s*:(.*)$", re.M)
+# "processor" is "processor\t: 0" on x86/arm/ppc and "processor 0: version = ..." on s390x.
+_CPUINFO_KEYS = re.compile(
+    r"^(processor|vendor_id|vendor|model name|Processor|cpu|CPU implementer|physical id)"
+    r"[ \t]*(\d*)[ \t]*:(.*)$",
+    re.M,
+)
+#: arm64 "CPU implementer" codes (arch/arm64/include/asm/cputype.h).
+_ARM_IMPLEMENTERS = {
+    0x41: "ARM",
+    0x42: "Broadcom",
+    0x43: "Cavium",
+    0x46: "Fujitsu",
+    0x48: "HiSilicon",
+    0x4E: "NVIDIA",
+    0x50: "APM",
+    0x51: "Qualcomm",
+    0x61: "Apple",
+    0xC0: "Ampere",
+}
 
 
-def node_ids(view: HostView) -> list[int]:
-    """Online node IDs, sorted; sparse IDs are normal (distance columns follow this order)."""
-    online = view.read_optional(f"{NODE_DIR}/online")
+def node_ids(reader: Reader) -> list[int]:
+    """Online node IDs, sorted; sparse IDs are normal. [] on a kernel built without NUMA."""
+    online = reader.value(f"{NODE_DIR}/online", parse_cpulist)
     if online is not None:
-        return list(parse_cpulist(online, f"{NODE_DIR}/online"))
-    ids = [int(m.group(1)) for e in view.listdir(NODE_DIR) if (m := _NODE.match(e))]
-    return sorted(ids)
+        return list(online)
+    return sorted(int(m.group(1)) for e in reader.view.listdir(NODE_DIR) if (m := _NODE.match(e)))
 
 
-def _meminfo_bytes(text: str, path: str, key: str) -> int:
-    for line in text.splitlines():
-        # "Node 0 MemTotal:       201326592 kB"
-        parts = line.split()
-        if len(parts) >= 4 and parts[2] == f"{key}:":
-            if parts[4:5] not in ([], ["kB"]):
-                raise HostDataError(path, line, "expected a size in kB")
-            return parse_int(parts[3], path, minimum=0) * 1024
-    raise HostDataError(path, key, f"no {key} line")
+def _distance_columns(reader: Reader, online: list[int], width: int) -> list[int] | None:
+    """Which node each column of a distance row is about.
+
+    The kernel prints one column per online node, but recordings and some kernels show one per
+    possible node (offline nodes included), or one per node directory.
+    """
+    if width == len(online):
+        return online
+    possible = reader.value(f"{NODE_DIR}/possible", parse_cpulist)
+    if possible is not None and width == len(possible):
+        return list(possible)
+    present = sorted(
+        int(m.group(1)) for e in reader.view.listdir(NODE_DIR) if (m := _NODE.match(e))
+    )
+    return present if width == len(present) else None
 
 
-def hugepage_pools(view: HostView, folder: str) -> tuple[HugePages, ...]:
+def hugepage_pools(reader: Reader, folder: str) -> tuple[HugePages, ...]:
     pools = []
-    for entry in view.listdir(folder):
+    for entry in reader.view.listdir(folder):
         match = _HUGEPAGES.match(entry)
         if not match:
             continue
         base = f"{folder}/{entry}"
-        total = parse_int(view.read_text(f"{base}/nr_hugepages"), f"{base}/nr_hugepages", 0)
-        free = parse_int(view.read_text(f"{base}/free_hugepages"), f"{base}/free_hugepages", 0)
-        pools.append(HugePages(int(match.group(1)), total, free))
+        total = reader.value(f"{base}/nr_hugepages", _count)
+        free = reader.value(f"{base}/free_hugepages", _count)
+        if total is not None:
+            pools.append(HugePages(int(match.group(1)), total, free if free is not None else 0))
     return tuple(sorted(pools, key=lambda p: p.size_kb))
 
 
-def discover_numa(view: HostView) -> tuple[NumaNode, ...]:
-    ids = node_ids(view)
+def _count(text: str, path: str) -> int:
+    return parse_int(text, path, minimum=0)
+
+
+def _node_cpus(reader: Reader, base: str) -> tuple[int, ...]:
+    """A node's CPUs from cpulist, else from the cpumap mask that old kernels alone provide."""
+    if reader.view.exists(f"{base}/cpulist"):
+        cpus = reader.value(f"{base}/cpulist", parse_cpulist)
+    else:
+        cpus = reader.value(f"{base}/cpumap", parse_cpumask, required=True)
+    return cpus or ()
+
+
+def _single_node(reader: Reader, cpus: tuple[int, ...]) -> NumaNode:
+    """A kernel without NUMA is one node 0 holding every CPU and all memory."""
+    total, free = _memory(reader, "/proc/meminfo")
+    return NumaNode(0, cpus, total, free, (10,), hugepage_pools(reader, "/sys/kernel/mm/hugepages"))
+
+
+def _memory(reader: Reader, path: str) -> tuple[int | None, int | None]:
+    """(MemTotal, MemFree) in bytes from a meminfo file; None for what cannot be read."""
+    text = reader.text(path, required=True)
+    if text is None:
+        return None, None
+    return (
+        reader.parse(path, text, lambda t, p: meminfo_bytes(t, "MemTotal", p)),
+        reader.parse(path, text, lambda t, p: meminfo_bytes(t, "MemFree", p)),
+    )
+
+
+def discover_numa(reader: Reader) -> tuple[NumaNode, ...]:
+    ids = node_ids(reader)
+    if not ids:
+        return (_single_node(reader, online_cpus(reader) or ()),)
     nodes = []
     for node_id in ids:
         base = f"{NODE_DIR}/node{node_id}"
-        if not view.is_dir(base):
-            raise HostError(f"{view.label}: node {node_id} is online but {base} is missing")
-        cpus = parse_cpulist(view.read_text(f"{base}/cpulist"), f"{base}/cpulist")
-        meminfo_path = f"{base}/meminfo"
-        meminfo = view.read_text(meminfo_path)
-        distance_path = f"{base}/distance"
-        raw = view.read_text(distance_path).split()
-        distances = tuple(parse_int(d, distance_path, minimum=0) for d in raw)
-        if len(distances) != len(ids):
-            raise HostDataError(
-                distance_path, " ".join(raw), f"expected {len(ids)} distances, one per node"
-            )
+        if not reader.view.is_dir(base):
+            reader.warn(f"{base}: node {node_id} is online but its directory is missing; skipped")
+            continue
+        total, free = _memory(reader, f"{base}/meminfo")
         nodes.append(
             NumaNode(
                 id=node_id,
-                cpus=cpus,
-                memory_total_bytes=_meminfo_bytes(meminfo, meminfo_path, "MemTotal"),
-                memory_free_bytes=_meminfo_bytes(meminfo, meminfo_path, "MemFree"),
-                distances=distances,
-                hugepages=hugepage_pools(view, f"{base}/hugepages"),
+                cpus=_node_cpus(reader, base),
+                memory_total_bytes=total,
+                memory_free_bytes=free,
+                distances=_distances(reader, f"{base}/distance", ids),
+                hugepages=hugepage_pools(reader, f"{base}/hugepages"),
             )
         )
     return tuple(nodes)
 
 
-def discover_cpu(view: HostView, nodes: tuple[NumaNode, ...]) -> Cpu:
+def _distances(reader: Reader, path: str, online: list[int]) -> tuple[int, ...]:
+    """The row in the order of the online nodes; () when unknown."""
+    row = reader.value(path, parse_distances, required=True)
+    if row is None:
+        return ()
+    columns = _distance_columns(reader, online, len(row))
+    if columns is None or not set(online) <= set(columns):
+        reader.odd(path, " ".join(map(str, row)), f"expected {len(online)} distances, one per node")
+        return ()
+    by_node = dict(zip(columns, row, strict=True))
+    return tuple(by_node[n] for n in online)
+
+
+def online_cpus(reader: Reader) -> tuple[int, ...] | None:
+    return reader.value(f"{CPU_DIR}/online", parse_cpulist)
+
+
+def discover_cpu(reader: Reader, nodes: tuple[NumaNode, ...]) -> Cpu:
     """CPU vendor, model and packages from /proc/cpuinfo (one file instead of one per CPU)."""
-    text = view.read_text("/proc/cpuinfo")
-    vendor = model = ""
+    text = reader.text("/proc/cpuinfo", required=True) or ""
+    fields: dict[str, str] = {}
     package_cpus: dict[int, list[int]] = {}
     processor: int | None = None
-    count = 0
-    for key, value in _CPUINFO_KEYS.findall(text):
+    listed = 0
+    for key, number, value in _CPUINFO_KEYS.findall(text):
         value = value.strip()
         if key == "processor":
-            processor = parse_int(value, "/proc/cpuinfo", 0)
-            count += 1
-        elif key == "vendor_id" and not vendor:
-            vendor = value
-        elif key == "model name" and not model:
-            model = value
-        elif key == "physical id" and processor is not None:
-            package_cpus.setdefault(parse_int(value, "/proc/cpuinfo", 0), []).append(processor)
-    if count == 0:
-        raise HostDataError("/proc/cpuinfo", text[:40], "no processor entries")
-    if not package_cpus:  # VMs and some arm64 boxes omit "physical id": one package
-        package_cpus = {0: [n for node in nodes for n in node.cpus] or list(range(count))}
+            listed += 1
+            digits = number or value  # s390x: "processor 0: ..."; elsewhere "processor : 0"
+            processor = int(digits) if digits.isdigit() else None
+        elif key == "physical id":
+            if processor is not None and value.isdigit():
+                package_cpus.setdefault(int(value), []).append(processor)
+        else:
+            fields.setdefault(key, value)
+    online = online_cpus(reader)
+    node_cpus = {cpu for node in nodes for cpu in node.cpus}
+    cpus = sorted(online or node_cpus or range(listed))
+    if not cpus:
+        reader.warn("no CPU found in /sys/devices/system/cpu/online, the nodes or /proc/cpuinfo")
+    if not package_cpus:  # VMs, arm64, ppc64le and s390x cpuinfo have no "physical id"
+        package_cpus = _packages_from_sysfs(reader, cpus)
     packages = []
-    for pkg_id, cpus in sorted(package_cpus.items()):
-        cpu_set = set(cpus)
-        members = tuple(n.id for n in nodes if cpu_set & set(n.cpus))
-        packages.append(CpuPackage(pkg_id, tuple(sorted(cpus)), members))
+    for pkg_id, members in sorted(package_cpus.items()):
+        cpu_set = set(members)
+        in_nodes = tuple(n.id for n in nodes if cpu_set & set(n.cpus))
+        packages.append(CpuPackage(pkg_id, tuple(sorted(members)), in_nodes))
     return Cpu(
-        vendor=vendor or "unknown",
-        model_name=model or "unknown",
-        logical_cpus=count,
+        vendor=_vendor(fields),
+        model_name=fields.get("model name")
+        or fields.get("Processor")
+        or fields.get("cpu")
+        or "unknown",
+        logical_cpus=len(cpus),
         packages=tuple(packages),
     )
+
+
+def _vendor(fields: dict[str, str]) -> str:
+    if fields.get("vendor_id") or fields.get("vendor"):
+        return fields.get("vendor_id") or fields["vendor"]
+    implementer = fields.get("CPU implementer", "")
+    try:
+        return _ARM_IMPLEMENTERS.get(int(implementer, 16), f"arm implementer {implementer}")
+    except ValueError:
+        return "unknown"
+
+
+def _packages_from_sysfs(reader: Reader, cpus: list[int]) -> dict[int, list[int]]:
+    """Packages from each CPU's topology/physical_package_id; one package when not shown."""
+    packages: dict[int, list[int]] = {}
+    for cpu in cpus:
+        path = f"{CPU_DIR}/cpu{cpu}/topology/physical_package_id"
+        package = reader.value(path, parse_int) if reader.view.exists(path) else None
+        packages.setdefault(package if package is not None and package >= 0 else 0, []).append(cpu)
+    return packages if len(packages) > 1 or not cpus else {0: cpus}

@@ -2,29 +2,36 @@
 
 The hierarchy comes from the symlink structure (/sys/bus/pci/devices/BDF points into
 /sys/devices/pciDDDD:BB/<root port>/<switch up>/<switch down>/<endpoint>), the same way the
-kernel exposes it; the port type comes from the PCIe capability when config space is readable,
-else from the bridge's position in that chain.
+kernel exposes it. Some recording tools copy those entries as plain directories; then the
+bridges' secondary bus numbers in config space place each function, as hwloc does. The port
+type comes from the PCIe capability when config space is readable, else from the bridge's
+position in the chain.
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-from xputune.errors import HostDataError
-from xputune.host import HostView, pciconfig
-from xputune.topology.ids import PciNames, id_table
-from xputune.topology.model import Link, Ordering, PciFunction
-from xputune.topology.values import (
+from xputune.host import pciconfig
+from xputune.host.reader import Reader
+from xputune.host.values import (
+    parse_cpulist,
+    parse_cpumask,
     parse_hex,
     parse_link_speed,
     parse_link_width,
     parse_numa_node,
-    read_cpulist,
 )
+from xputune.topology.ids import PciNames, id_table
+from xputune.topology.model import Link, Ordering, PciFunction
 
 PCI_DEVICES = "/sys/bus/pci/devices"
-BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-HOST_BRIDGE = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
+# Domains are 16 bits on most machines but wider behind Intel VMD (10000:e0:00.0) and on
+# some PA-RISC and POWER boxes.
+BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+HOST_BRIDGE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
+CLASS_BRIDGE_PCI = 0x0604
 
 _PORT_KINDS = {
     "root port": "root port",
@@ -46,41 +53,68 @@ def pci_chain(real_path: str) -> tuple[str, list[str]]:
     return host_bridge, chain
 
 
-def _ordering(view: HostView, base: str) -> tuple[Ordering, str | None]:
-    path = f"{base}/config"
+def pci_ancestor(reader: Reader, class_path: str) -> str | None:
+    """Nearest PCI function above a class device (/sys/class/net/eth0, /sys/class/xpu/xpu0).
+
+    None for virtual devices and for links whose target a recording left out (lo, veth).
+    """
     try:
-        data = view.read_bytes(path)
+        _, chain = pci_chain(reader.view.realpath(class_path))
     except FileNotFoundError:
-        return Ordering(reason="no config space file"), None
-    config = pciconfig.decode(data, path)
-    if not config.visible:
-        return Ordering(reason="needs root"), None
-    if config.pcie is None:
-        return Ordering(reason="not a PCI Express function"), None
-    cap = config.pcie
-    return (
-        Ordering(cap.ido_request, cap.ido_completion, cap.relaxed_ordering),
-        cap.port_type_name,
-    )
+        return None
+    return chain[-1] if chain else None
 
 
-def _link(view: HostView, base: str) -> Link:
-    def attr(name: str, parse):
-        text = view.read_optional(f"{base}/{name}")
-        return None if text is None else parse(text, f"{base}/{name}")
+class _Located(NamedTuple):
+    bdf: str
+    sysfs_path: str
+    host_bridge: str
+    chain: tuple[str, ...]  # bdfs from the top of the hierarchy down to this one
 
+
+class _Config(NamedTuple):
+    ordering: Ordering
+    port_type: str | None
+    space: pciconfig.ConfigSpace | None
+
+
+def _config(reader: Reader, base: str) -> _Config:
+    path = f"{base}/config"
+    if not reader.view.exists(path):
+        return _Config(Ordering(reason="no config space file"), None, None)
+    data = reader.guard(path, lambda: reader.view.read_bytes(path))
+    space = None if data is None else reader.guard(path, lambda: pciconfig.decode(data, path))
+    if space is None:
+        return _Config(Ordering(reason="config space unreadable"), None, None)
+    if not space.visible:
+        return _Config(Ordering(reason="needs root"), None, space)
+    if space.pcie is None:
+        return _Config(Ordering(reason="not a PCI Express function"), None, space)
+    cap = space.pcie
+    ordering = Ordering(cap.ido_request, cap.ido_completion, cap.relaxed_ordering)
+    return _Config(ordering, cap.port_type_name, space)
+
+
+def _link(reader: Reader, base: str) -> Link:
     return Link(
-        current_speed=attr("current_link_speed", parse_link_speed),
-        current_width=attr("current_link_width", parse_link_width),
-        max_speed=attr("max_link_speed", parse_link_speed),
-        max_width=attr("max_link_width", parse_link_width),
+        current_speed=reader.value(f"{base}/current_link_speed", parse_link_speed),
+        current_width=reader.value(f"{base}/current_link_width", parse_link_width),
+        max_speed=reader.value(f"{base}/max_link_speed", parse_link_speed),
+        max_width=reader.value(f"{base}/max_link_width", parse_link_width),
     )
 
 
-def _kind(class_code: int, port_type: str | None, parent: PciFunction | None) -> str:
+def _local_cpus(reader: Reader, base: str) -> tuple[int, ...]:
+    """local_cpulist, else the local_cpus mask (all that some recordings keep)."""
+    if reader.view.exists(f"{base}/local_cpulist"):
+        return reader.value(f"{base}/local_cpulist", parse_cpulist) or ()
+    return reader.value(f"{base}/local_cpus", parse_cpumask) or ()
+
+
+def _kind(class_code: int | None, port_type: str | None, parent: PciFunction | None) -> str:
     if port_type in _PORT_KINDS:
         return _PORT_KINDS[port_type]
-    if class_code >> 8 != 0x0604:
+    if class_code is None or class_code >> 8 != CLASS_BRIDGE_PCI:
         return "endpoint"
     # Config space unreadable: infer from the position in the chain.
     if parent is None:
@@ -92,73 +126,128 @@ def _kind(class_code: int, port_type: str | None, parent: PciFunction | None) ->
     return "bridge"
 
 
-def discover_pci(view: HostView) -> dict[str, PciFunction]:
+def _locate(reader: Reader) -> tuple[list[_Located], list[str]]:
+    """Every function placed by its sysfs link; bdfs whose entry is a plain directory apart."""
+    located: list[_Located] = []
+    plain: list[str] = []
+    for bdf in reader.view.listdir(PCI_DEVICES):
+        path = f"{PCI_DEVICES}/{bdf}"
+        if not BDF.match(bdf):
+            reader.odd(path, bdf, "expected a bus id like 0000:13:00.0", "skipped")
+            continue
+        try:
+            real = reader.view.realpath(path)
+        except FileNotFoundError:
+            reader.odd(
+                path, None, "expected a link into /sys/devices/pci* (it leads nowhere)", "skipped"
+            )
+            continue
+        host_bridge, chain = pci_chain(real)
+        if chain and chain[-1] == bdf:
+            located.append(_Located(bdf, real, host_bridge, tuple(chain)))
+        elif reader.view.is_dir(path):
+            plain.append(bdf)
+        else:
+            reader.odd(path, real, "expected a link into /sys/devices/pci*", "skipped")
+    return located, plain
+
+
+def _place_by_bus(
+    plain: list[str], secondary: dict[tuple[str, int], str], known: dict[str, _Located]
+) -> list[_Located]:
+    """Chains for plain-directory entries from the bridges' secondary bus numbers."""
+    placed: dict[str, _Located] = dict(known)
+
+    def place(bdf: str, depth: int = 0) -> _Located:
+        if bdf in placed:
+            return placed[bdf]
+        domain, bus, _ = bdf.split(":")
+        parent = secondary.get((domain, int(bus, 16)))
+        if parent is None or parent == bdf or depth > 64:
+            here = _Located(bdf, f"{PCI_DEVICES}/{bdf}", f"pci{domain}:{bus}", (bdf,))
+        else:
+            above = place(parent, depth + 1)
+            here = _Located(bdf, f"{PCI_DEVICES}/{bdf}", above.host_bridge, (*above.chain, bdf))
+        placed[bdf] = here
+        return here
+
+    return [place(bdf) for bdf in plain]
+
+
+def discover_pci(reader: Reader) -> dict[str, PciFunction]:
     """All PCI functions keyed by bus id, parents before children."""
+    view = reader.view
     names = PciNames(view)
     table = id_table()
-    located: list[tuple[str, str, str, list[str]]] = []
-    for bdf in view.listdir(PCI_DEVICES):
-        if not BDF.match(bdf):
-            raise HostDataError(f"{PCI_DEVICES}/{bdf}", bdf, "expected a bus id like 0000:13:00.0")
-        real = view.realpath(f"{PCI_DEVICES}/{bdf}")
-        host_bridge, chain = pci_chain(real)
-        if not chain or chain[-1] != bdf:
-            raise HostDataError(
-                f"{PCI_DEVICES}/{bdf}", real, "expected a link into /sys/devices/pci*"
-            )
-        located.append((bdf, real, host_bridge, chain))
+    located, plain = _locate(reader)
+    configs = {
+        item: _config(reader, f"{PCI_DEVICES}/{item}")
+        for item in [*(loc.bdf for loc in located), *plain]
+    }
+    if plain:
+        secondary = {
+            (bdf.split(":")[0], cfg.space.secondary_bus): bdf
+            for bdf, cfg in configs.items()
+            if cfg.space is not None and cfg.space.secondary_bus is not None
+        }
+        located += _place_by_bus(plain, secondary, {loc.bdf: loc for loc in located})
+        where = "comes from the bridges' bus numbers" if secondary else "is unknown"
+        reader.warn(
+            f"{PCI_DEVICES}: {len(plain)} entries are plain directories, not links into "
+            f"/sys/devices (a recording tool copied them); their place in the PCI tree {where}"
+        )
     # Parents first, so a child can see its parent's kind.
-    located.sort(key=lambda item: len(item[3]))
+    located.sort(key=lambda item: len(item.chain))
     functions: dict[str, PciFunction] = {}
-    for bdf, real, host_bridge, chain in located:
+    for loc in located:
+        bdf = loc.bdf
         base = f"{PCI_DEVICES}/{bdf}"
-        vendor_id = parse_hex(view.read_text(f"{base}/vendor"), f"{base}/vendor")
-        device_id = parse_hex(view.read_text(f"{base}/device"), f"{base}/device")
-        class_code = parse_hex(view.read_text(f"{base}/class"), f"{base}/class", bits=24)
-        sub_vendor = view.read_optional(f"{base}/subsystem_vendor")
-        sub_device = view.read_optional(f"{base}/subsystem_device")
-        numa_text = view.read_optional(f"{base}/numa_node")
-        ordering, port_type = _ordering(view, base)
-        parent_bdf = chain[-2] if len(chain) > 1 else None
+        cfg = configs[bdf]
+        vendor_id = reader.value(f"{base}/vendor", parse_hex, required=True)
+        device_id = reader.value(f"{base}/device", parse_hex, required=True)
+        class_code = reader.value(f"{base}/class", _parse_class, required=True)
+        if cfg.space is not None:  # the header says the same to anyone who may read it
+            vendor_id = cfg.space.vendor_id if vendor_id is None else vendor_id
+            device_id = cfg.space.device_id if device_id is None else device_id
+            class_code = cfg.space.class_code if class_code is None else class_code
+        parent_bdf = loc.chain[-2] if len(loc.chain) > 1 else None
         parent = functions.get(parent_bdf) if parent_bdf else None
         group = view.link_name(f"{base}/iommu_group")
         functions[bdf] = PciFunction(
             bdf=bdf,
-            sysfs_path=real,
+            sysfs_path=loc.sysfs_path,
             parent=parent_bdf,
-            host_bridge=host_bridge,
+            host_bridge=loc.host_bridge,
             vendor_id=vendor_id,
             device_id=device_id,
             class_code=class_code,
-            subsystem_vendor_id=None
-            if sub_vendor is None
-            else parse_hex(sub_vendor, f"{base}/subsystem_vendor"),
-            subsystem_device_id=None
-            if sub_device is None
-            else parse_hex(sub_device, f"{base}/subsystem_device"),
+            subsystem_vendor_id=reader.value(f"{base}/subsystem_vendor", parse_hex),
+            subsystem_device_id=reader.value(f"{base}/subsystem_device", parse_hex),
             vendor_name=names.vendor(vendor_id),
             device_name=names.device(vendor_id, device_id),
-            kind=_kind(class_code, port_type, parent),
-            port_type=port_type,
-            numa_node=None
-            if numa_text is None
-            else parse_numa_node(numa_text, f"{base}/numa_node"),
-            local_cpus=read_cpulist(view, f"{base}/local_cpulist") or (),
-            link=_link(view, base),
+            kind=_kind(class_code, cfg.port_type, parent),
+            port_type=cfg.port_type,
+            numa_node=reader.value(f"{base}/numa_node", parse_numa_node),
+            local_cpus=_local_cpus(reader, base),
+            link=_link(reader, base),
             driver=view.link_name(f"{base}/driver"),
             iommu_group=int(group) if group and group.isdigit() else None,
-            ordering=ordering,
+            ordering=cfg.ordering,
             is_virtual_function=view.exists(f"{base}/physfn")
             or (vendor_id, device_id) in table.virtual_functions,
         )
     return dict(sorted(functions.items()))
 
 
+def _parse_class(text: str, path: str) -> int:
+    return parse_hex(text, path, bits=24)
+
+
 def path_to_root(functions: dict[str, PciFunction], bdf: str) -> tuple[str, ...]:
     """Bus ids from the root port down to `bdf` itself."""
     chain = [bdf]
     parent = functions[bdf].parent
-    while parent is not None and parent in functions:
+    while parent is not None and parent in functions and parent not in chain:
         chain.append(parent)
         parent = functions[parent].parent
     return tuple(reversed(chain))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from xputune.host.cpulist import format_cpulist
+from xputune.host.values import format_cpulist
 from xputune.topology.model import RELATION_HELP, Link, Ordering, Topology
 
 SCHEMA_VERSION = 1
@@ -137,5 +137,21 @@ def to_dict(
             ],
         },
         "pci_functions": len(topo.pci),
+        "pci": [
+            {
+                "bdf": fn.bdf,
+                "parent": fn.parent,
+                "host_bridge": fn.host_bridge,
+                "vendor_id": fn.vendor_hex,
+                "device_id": fn.device_hex,
+                "class": None if fn.class_code is None else f"{fn.class_code:#08x}",
+                "kind": fn.kind,
+                "device": fn.device_name,
+                "numa_node": fn.numa_node,
+                "driver": fn.driver,
+                "link": _link(fn.link),
+            }
+            for fn in topo.pci.values()
+        ],
         "warnings": list(topo.warnings),
     }

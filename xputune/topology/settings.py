@@ -6,78 +6,38 @@ so the verdict can say "not available" instead of guessing.
 
 from __future__ import annotations
 
-from xputune.errors import HostDataError
-from xputune.host import HostView
+from xputune.host.reader import Reader
+from xputune.host.values import Mount, current_choice, find_mount, parse_int, parse_size
 from xputune.topology.model import Settings, ShmMount
 from xputune.topology.numa import hugepage_pools
-from xputune.topology.values import bracketed, read_optional_int
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 MOUNTINFO = "/proc/self/mountinfo"
 SHM = "/dev/shm"
-SIZE_SUFFIX = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def _selector(view: HostView, path: str) -> str | None:
-    text = view.read_optional(path)
-    return None if text is None else bracketed(text, path)
-
-
-def _unescape(field: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal (\\040)."""
-    out, i = [], 0
-    while i < len(field):
-        if field[i] == "\\" and field[i + 1 : i + 4].isdigit():
-            out.append(chr(int(field[i + 1 : i + 4], 8)))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
-
-
-def parse_mountinfo_line(line: str, path: str = MOUNTINFO) -> tuple[str, str, tuple[str, ...]]:
-    """(mount point, fstype, mount + super options) of one mountinfo line."""
-    fields = line.split()
-    try:
-        sep = fields.index("-")
-        mount_point = _unescape(fields[4])
-        fstype = fields[sep + 1]
-        options = tuple(fields[5].split(",")) + tuple(fields[sep + 3].split(","))
-    except (ValueError, IndexError):
-        raise HostDataError(path, line, "expected a mountinfo line") from None
-    return mount_point, fstype, options
-
-
-def _size(value: str) -> int | None:
-    if value.endswith("%"):
-        return None
-    scale = SIZE_SUFFIX.get(value[-1:].lower(), 1)
-    digits = value[:-1] if value[-1:].lower() in SIZE_SUFFIX else value
-    return int(digits) * scale if digits.isdigit() else None
-
-
-def read_shm(view: HostView) -> ShmMount | None:
+def _shm(reader: Reader) -> ShmMount | None:
     """The /dev/shm mount on top of the stack (it can be mounted twice; the last one wins)."""
-    text = view.read_optional(MOUNTINFO)
-    if text is None:
+    text = reader.text(MOUNTINFO)
+    mount = None if text is None else reader.parse(MOUNTINFO, text, _find_shm)
+    if mount is None:
         return None
-    found: ShmMount | None = None
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        mount_point, fstype, options = parse_mountinfo_line(line)
-        if mount_point != SHM:
-            continue
-        values = dict(o.partition("=")[::2] for o in options)
-        found = ShmMount(
-            mount_point=mount_point,
-            fstype=fstype,
-            options=options,
-            huge=values.get("huge", "never"),
-            size_bytes=_size(values["size"]) if values.get("size") else None,
-        )
-    return found
+    size = mount.option("size")
+    return ShmMount(
+        mount_point=mount.mount_point,
+        fstype=mount.fstype,
+        options=mount.mount_options + mount.super_options,
+        huge=mount.huge,
+        size_bytes=None if size is None else reader.parse(MOUNTINFO, size, parse_size),
+    )
+
+
+def _find_shm(text: str, path: str) -> Mount | None:
+    return find_mount(text, SHM, path)
+
+
+def _non_negative(text: str, path: str) -> int:
+    return parse_int(text, path, minimum=0)
 
 
 def iommu_mode(cmdline: str, groups: int, default_type: str | None) -> str:
@@ -91,21 +51,19 @@ def iommu_mode(cmdline: str, groups: int, default_type: str | None) -> str:
     return "translated"
 
 
-def discover_settings(view: HostView) -> Settings:
-    groups = view.listdir("/sys/kernel/iommu_groups")
-    group_type = (
-        view.read_optional(f"/sys/kernel/iommu_groups/{groups[0]}/type") if groups else None
-    )
-    cmdline = view.read_optional("/proc/cmdline") or ""
+def discover_settings(reader: Reader) -> Settings:
+    groups = reader.view.listdir("/sys/kernel/iommu_groups")
+    group_type = reader.text(f"/sys/kernel/iommu_groups/{groups[0]}/type") if groups else None
+    cmdline = reader.text("/proc/cmdline") or ""
     return Settings(
-        thp_enabled=_selector(view, f"{THP}/enabled"),
-        thp_defrag=_selector(view, f"{THP}/defrag"),
-        thp_shmem_enabled=_selector(view, f"{THP}/shmem_enabled"),
-        shm=read_shm(view),
-        numa_balancing=read_optional_int(view, "/proc/sys/kernel/numa_balancing", minimum=0),
+        thp_enabled=reader.value(f"{THP}/enabled", current_choice),
+        thp_defrag=reader.value(f"{THP}/defrag", current_choice),
+        thp_shmem_enabled=reader.value(f"{THP}/shmem_enabled", current_choice),
+        shm=_shm(reader),
+        numa_balancing=reader.value("/proc/sys/kernel/numa_balancing", _non_negative),
         iommu=iommu_mode(cmdline, len(groups), group_type),
         iommu_groups=len(groups),
         kernel_cmdline=cmdline,
-        lockdown=_selector(view, "/sys/kernel/security/lockdown"),
-        hugepages=hugepage_pools(view, "/sys/kernel/mm/hugepages"),
+        lockdown=reader.value("/sys/kernel/security/lockdown", current_choice),
+        hugepages=hugepage_pools(reader, "/sys/kernel/mm/hugepages"),
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from xputune.errors import HostDataError, UnsupportedError
+from xputune.errors import UnsupportedError
 from xputune.host import HostView
+from xputune.host.values import parse_int
 from xputune.tune.errors import ProfileError, VerifyError
 from xputune.tune.knobs.base import DRIFT, OK, Knob, Row, TuneContext, Want, expected_text
 from xputune.tune.steps import Accessor, Change, register
@@ -34,11 +35,7 @@ class IntAccessor(Accessor):
 
     def read(self, view: HostView, target: dict[str, Any]) -> int:
         path = target["path"]
-        text = view.read_text(path)
-        try:
-            return int(text)
-        except ValueError:
-            raise HostDataError(path, text, "an integer") from None
+        return parse_int(view.read_text(path), path)
 
     def write(self, view: HostView, target: dict[str, Any], value: Any) -> None:
         path = target["path"]

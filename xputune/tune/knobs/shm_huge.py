@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
 from typing import Any
 
 from xputune.errors import HostDataError, HostError, UnsupportedError
 from xputune.host import HostView
+from xputune.host.values import Mount, find_mount
 from xputune.tune.errors import ProfileError, VerifyError
 from xputune.tune.knobs.base import DRIFT, OK, Knob, Row, TuneContext, Want, expected_text
 from xputune.tune.steps import Accessor, Change, register
@@ -26,41 +26,11 @@ MOUNT_POINT = "/dev/shm"
 MODES = ("never", "always", "within_size", "advise")
 
 
-@dataclass(frozen=True)
-class Mount:
-    line: int  # index in mountinfo
-    fstype: str
-    super_options: tuple[str, ...]
-
-    @property
-    def huge(self) -> str:
-        for opt in self.super_options:
-            if opt.startswith("huge="):
-                return opt[5:]
-        return "never"  # the kernel omits huge= when it is never
-
-
-def find_mount(text: str, mount_point: str) -> Mount | None:
-    """The visible (last listed) mount at `mount_point`, or None."""
-    found = None
-    for index, line in enumerate(text.splitlines()):
-        fields = line.split()
-        if len(fields) < 10 or "-" not in fields[6:]:
-            continue
-        if fields[4] != mount_point:
-            continue
-        sep = fields.index("-", 6)
-        if len(fields) < sep + 4:
-            raise HostDataError(MOUNTINFO, line, "fstype, source and options after '-'")
-        found = Mount(index, fields[sep + 1], tuple(fields[sep + 3].split(",")))
-    return found
-
-
 def with_huge(text: str, mount_point: str, mode: str) -> str:
     """mountinfo text with the visible mount's huge= set as the kernel would print it."""
-    mount = find_mount(text, mount_point)
+    mount = find_mount(text, mount_point, MOUNTINFO)
     if mount is None:
-        raise HostDataError(MOUNTINFO, mount_point, f"a mount at {mount_point}")
+        raise HostDataError(MOUNTINFO, None, f"expected a mount at {mount_point}")
     lines = text.split("\n")
     fields = lines[mount.line].split(" ")
     sep = fields.index("-", 6)
@@ -98,9 +68,10 @@ class ShmHugeAccessor(Accessor):
         self.remount = live_remount
 
     def read(self, view: HostView, target: dict[str, Any]) -> str:
-        mount = find_mount(view.read_text(MOUNTINFO), target["mount_point"])
+        point = target["mount_point"]
+        mount = find_mount(view.read_text(MOUNTINFO), point, MOUNTINFO)
         if mount is None:
-            raise HostDataError(MOUNTINFO, target["mount_point"], "a mount there")
+            raise HostDataError(MOUNTINFO, None, f"expected a mount at {point}")
         return mount.huge
 
     def write(self, view: HostView, target: dict[str, Any], value: Any) -> None:
@@ -132,7 +103,7 @@ class ShmHuge(Knob):
 
     def read(self, ctx: TuneContext) -> Mount | None:
         text = ctx.view.read_optional(MOUNTINFO)
-        return None if text is None else find_mount(text, MOUNT_POINT)
+        return None if text is None else find_mount(text, MOUNT_POINT, MOUNTINFO)
 
     def _usable(self, mount: Mount | None) -> Mount:
         if mount is None:

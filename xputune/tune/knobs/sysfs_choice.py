@@ -7,11 +7,11 @@ place (every other byte kept), which is what the kernel would then show.
 
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
-from xputune.errors import HostDataError, UnsupportedError
+from xputune.errors import UnsupportedError
 from xputune.host import HostView
+from xputune.host.values import current_choice, rebracket
 from xputune.tune.errors import ProfileError, VerifyError
 from xputune.tune.knobs.base import (
     DRIFT,
@@ -24,31 +24,6 @@ from xputune.tune.knobs.base import (
     expected_text,
 )
 from xputune.tune.steps import Accessor, Change, register
-
-_BRACKETED = re.compile(r"\[([^\]\s]+)\]")
-
-
-def current_choice(text: str, path: str) -> str:
-    """The bracketed word of a selector file."""
-    found = _BRACKETED.findall(text)
-    if len(found) != 1:
-        raise HostDataError(path, text, "one [bracketed] current choice")
-    return found[0]
-
-
-def rebracket(text: str, choice: str, path: str) -> str:
-    """The selector text with `choice` bracketed instead of the current one."""
-    words = re.split(r"(\s+)", text)
-    bare = [w.strip("[]") for w in words]
-    if choice not in bare:
-        raise HostDataError(path, text, f"a list of choices that includes {choice!r}")
-    out = []
-    for word, plain in zip(words, bare, strict=True):
-        if not plain or plain.isspace():
-            out.append(word)
-        else:
-            out.append(f"[{plain}]" if plain == choice else plain)
-    return "".join(out)
 
 
 class ChoiceAccessor(Accessor):
