@@ -9,7 +9,7 @@ from xputune.host.values import format_cpulist
 from xputune.topology.cards import PREFIX, classify, xpu_class_devices
 from xputune.topology.model import Card, Link, Nic, PciFunction, Topology, Uplink
 from xputune.topology.nics import discover_nics
-from xputune.topology.numa import discover_cpu, discover_numa
+from xputune.topology.numa import discover_cpu, discover_numa, online_cpus
 from xputune.topology.pci import discover_pci, path_to_root
 from xputune.topology.relations import rank, relation
 from xputune.topology.settings import discover_settings
@@ -25,8 +25,9 @@ def discover(view: HostView, strict: bool = False) -> Topology:
     if not view.is_dir("/sys/devices"):
         raise HostError(f"{view.label}: not a host tree (expected sys/devices inside)")
     reader = Reader(view, strict)
-    nodes = discover_numa(reader)
-    cpu = discover_cpu(reader, nodes)
+    online = online_cpus(reader)
+    nodes = discover_numa(reader, online)
+    cpu = discover_cpu(reader, nodes, online)
     pci = discover_pci(reader)
     nics = discover_nics(reader, pci)
     cards = _cards(reader, pci)

@@ -89,13 +89,22 @@ def _count(text: str, path: str) -> int:
     return parse_int(text, path, minimum=0)
 
 
-def _node_cpus(reader: Reader, base: str) -> tuple[int, ...]:
-    """A node's CPUs from cpulist, else from the cpumap mask that old kernels alone provide."""
+def _node_cpus(
+    reader: Reader, base: str, online: tuple[int, ...] | None
+) -> tuple[int, ...]:
+    """A node's online CPUs from cpulist, else from the cpumap mask of old kernels.
+
+    The kernel drops a CPU from its node's mask when it goes offline; recordings of old
+    kernels do not always, so offline CPUs are left out here too (never bind to them).
+    """
     if reader.view.exists(f"{base}/cpulist"):
         cpus = reader.value(f"{base}/cpulist", parse_cpulist)
     else:
         cpus = reader.value(f"{base}/cpumap", parse_cpumask, required=True)
-    return cpus or ()
+    if not cpus or online is None:
+        return cpus or ()
+    up = set(online)
+    return tuple(c for c in cpus if c in up)
 
 
 def _single_node(reader: Reader, cpus: tuple[int, ...]) -> NumaNode:
@@ -115,10 +124,11 @@ def _memory(reader: Reader, path: str) -> tuple[int | None, int | None]:
     )
 
 
-def discover_numa(reader: Reader) -> tuple[NumaNode, ...]:
+def discover_numa(reader: Reader, online: tuple[int, ...] | None) -> tuple[NumaNode, ...]:
+    """The nodes; `online` (from online_cpus) keeps offline CPUs out of them."""
     ids = node_ids(reader)
     if not ids:
-        return (_single_node(reader, online_cpus(reader) or ()),)
+        return (_single_node(reader, online or ()),)
     nodes = []
     for node_id in ids:
         base = f"{NODE_DIR}/node{node_id}"
@@ -129,7 +139,7 @@ def discover_numa(reader: Reader) -> tuple[NumaNode, ...]:
         nodes.append(
             NumaNode(
                 id=node_id,
-                cpus=_node_cpus(reader, base),
+                cpus=_node_cpus(reader, base, online),
                 memory_total_bytes=total,
                 memory_free_bytes=free,
                 distances=_distances(reader, f"{base}/distance", ids),
@@ -152,11 +162,32 @@ def _distances(reader: Reader, path: str, online: list[int]) -> tuple[int, ...]:
     return tuple(by_node[n] for n in online)
 
 
+_CPU = re.compile(r"^cpu(\d+)$")
+
+
 def online_cpus(reader: Reader) -> tuple[int, ...] | None:
-    return reader.value(f"{CPU_DIR}/online", parse_cpulist)
+    """Online CPUs: cpu/online, else each cpuN directory whose own `online` is not 0.
+
+    Old kernels and some recordings lack cpu/online; the per-CPU files then say which CPUs
+    are offline (cpu0 often has no `online` file: it cannot be taken offline).
+    """
+    listed = reader.value(f"{CPU_DIR}/online", parse_cpulist)
+    if listed is not None:
+        return listed
+    found = []
+    for entry in reader.view.listdir(CPU_DIR):
+        match = _CPU.match(entry)
+        if match is None:
+            continue
+        state = reader.value(f"{CPU_DIR}/{entry}/online", parse_int)
+        if state != 0:
+            found.append(int(match.group(1)))
+    return tuple(sorted(found)) or None
 
 
-def discover_cpu(reader: Reader, nodes: tuple[NumaNode, ...]) -> Cpu:
+def discover_cpu(
+    reader: Reader, nodes: tuple[NumaNode, ...], online: tuple[int, ...] | None
+) -> Cpu:
     """CPU vendor, model and packages from /proc/cpuinfo (one file instead of one per CPU)."""
     text = reader.text("/proc/cpuinfo", required=True) or ""
     fields: dict[str, str] = {}
@@ -174,7 +205,6 @@ def discover_cpu(reader: Reader, nodes: tuple[NumaNode, ...]) -> Cpu:
                 package_cpus.setdefault(int(value), []).append(processor)
         else:
             fields.setdefault(key, value)
-    online = online_cpus(reader)
     node_cpus = {cpu for node in nodes for cpu in node.cpus}
     cpus = sorted(online or node_cpus or range(listed))
     if not cpus:

@@ -70,6 +70,7 @@ class _Located(NamedTuple):
     sysfs_path: str
     host_bridge: str
     chain: tuple[str, ...]  # bdfs from the top of the hierarchy down to this one
+    base: str  # where its attributes are read: its /sys/bus/pci/devices entry, if listed
 
 
 class _Config(NamedTuple):
@@ -144,12 +145,29 @@ def _locate(reader: Reader) -> tuple[list[_Located], list[str]]:
             continue
         host_bridge, chain = pci_chain(real)
         if chain and chain[-1] == bdf:
-            located.append(_Located(bdf, real, host_bridge, tuple(chain)))
+            located.append(_Located(bdf, real, host_bridge, tuple(chain), path))
         elif reader.view.is_dir(path):
             plain.append(bdf)
         else:
             reader.odd(path, real, "expected a link into /sys/devices/pci*", "skipped")
-    return located, plain
+    return located + _unlisted_ancestors(located), plain
+
+
+def _unlisted_ancestors(located: list[_Located]) -> list[_Located]:
+    """Bridges on a listed function's sysfs path that /sys/bus/pci/devices lacks.
+
+    Recordings made by hand (and hwloc's gatherer on some kernels) can miss a bus entry while
+    its directory, with all its attributes, sits on the path of the devices below it.
+    """
+    listed = {loc.bdf for loc in located}
+    extra: dict[str, _Located] = {}
+    for loc in located:
+        for depth, bdf in enumerate(loc.chain[:-1]):
+            if bdf in listed or bdf in extra:
+                continue
+            real = loc.sysfs_path.split(f"/{bdf}/", 1)[0] + f"/{bdf}"
+            extra[bdf] = _Located(bdf, real, loc.host_bridge, loc.chain[: depth + 1], real)
+    return list(extra.values())
 
 
 def _place_by_bus(
@@ -163,11 +181,12 @@ def _place_by_bus(
             return placed[bdf]
         domain, bus, _ = bdf.split(":")
         parent = secondary.get((domain, int(bus, 16)))
+        entry = f"{PCI_DEVICES}/{bdf}"
         if parent is None or parent == bdf or depth > 64:
-            here = _Located(bdf, f"{PCI_DEVICES}/{bdf}", f"pci{domain}:{bus}", (bdf,))
+            here = _Located(bdf, entry, f"pci{domain}:{bus}", (bdf,), entry)
         else:
             above = place(parent, depth + 1)
-            here = _Located(bdf, f"{PCI_DEVICES}/{bdf}", above.host_bridge, (*above.chain, bdf))
+            here = _Located(bdf, entry, above.host_bridge, (*above.chain, bdf), entry)
         placed[bdf] = here
         return here
 
@@ -180,10 +199,8 @@ def discover_pci(reader: Reader) -> dict[str, PciFunction]:
     names = PciNames(view)
     table = id_table()
     located, plain = _locate(reader)
-    configs = {
-        item: _config(reader, f"{PCI_DEVICES}/{item}")
-        for item in [*(loc.bdf for loc in located), *plain]
-    }
+    configs = {loc.bdf: _config(reader, loc.base) for loc in located}
+    configs.update({bdf: _config(reader, f"{PCI_DEVICES}/{bdf}") for bdf in plain})
     if plain:
         secondary = {
             (bdf.split(":")[0], cfg.space.secondary_bus): bdf
@@ -200,8 +217,7 @@ def discover_pci(reader: Reader) -> dict[str, PciFunction]:
     located.sort(key=lambda item: len(item.chain))
     functions: dict[str, PciFunction] = {}
     for loc in located:
-        bdf = loc.bdf
-        base = f"{PCI_DEVICES}/{bdf}"
+        bdf, base = loc.bdf, loc.base
         cfg = configs[bdf]
         vendor_id = reader.value(f"{base}/vendor", parse_hex, required=True)
         device_id = reader.value(f"{base}/device", parse_hex, required=True)
