@@ -1,4 +1,4 @@
-"""smi: the cards as Kunlunxin's xpu-smi reports them, live or from a saved output."""
+"""smi: the cards as the vendor tools report them (xpu-smi, nvidia-smi, NVML), live or saved."""
 
 from __future__ import annotations
 
@@ -16,15 +16,20 @@ def smi(
             "--input",
             "-i",
             metavar="FILE",
-            help="A saved output of xpu-smi -L, -q, -q -x, -m or topo -m (the form is "
-            "detected; '-' reads stdin) instead of running the tool.",
+            help="A saved output of xpu-smi or nvidia-smi (default table, -L, -q, -q -x, -m "
+            "or topo -m; form and vendor are detected; '-' reads stdin) instead of asking "
+            "the host.",
         ),
     ] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Show cards as xpu-smi reports them: name, memory, utilisation, firmware, affinity.
 
-    Without --input, runs `xpu-smi -q -x` (falling back to `xpu-smi -q`) with a timeout.
+    The same for nvidia-smi's outputs. Without --input, runs `xpu-smi -q -x` (falling back
+    to `xpu-smi -q`) with a timeout, or on a host without xpu-smi reads NVIDIA cards through
+    NVML. Cards carry probe's names (xpu0..,
+    gpu0..) and bus ids, so the two commands join. A value the tool printed but that cannot be
+    read is shown as unknown with a warning; a file in which nothing is recognisable is refused.
     NUMA and PCIe placement come from `xputune probe`, which reads sysfs; this command shows
     what only the vendor tool knows.
 
@@ -32,7 +37,7 @@ def smi(
 
         xputune smi
         xputune smi --input saved-xpu-smi-q.txt --format json
-        xpu-smi topo -m | xputune smi --input -
+        nvidia-smi topo -m | xputune smi --input -
     """
     from xputune.devices.xpusmi.source import load
 

@@ -1,4 +1,4 @@
-"""Rich tables for `xputune smi`: only the columns the parsed form actually carries."""
+"""Rich tables for `xputune smi`: only the columns the parsed form carries, then what was odd."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from xputune.devices.xpusmi import FORMS, SmiCard, SmiReport, SmiTopo
+from xputune.devices.xpusmi import SmiCard, SmiReport, SmiTopo
 
 
 def _num(value: float | None, unit: str = "") -> str | None:
@@ -26,7 +26,8 @@ def _memory(card: SmiCard) -> str | None:
 
 
 COLUMNS: tuple[tuple[str, Callable[[SmiCard], str | None]], ...] = (
-    ("XPU", lambda c: _num(c.index)),
+    ("card", lambda c: c.card),
+    ("#", lambda c: _num(c.index)),
     ("bus id", lambda c: c.bus_id),
     ("name", lambda c: c.name),
     ("minor", lambda c: _num(c.minor)),
@@ -45,7 +46,7 @@ COLUMNS: tuple[tuple[str, Callable[[SmiCard], str | None]], ...] = (
 def cards_table(report: SmiReport) -> Table:
     cells = [[get(card) for _, get in COLUMNS] for card in report.cards]
     keep = [i for i in range(len(COLUMNS)) if any(row[i] is not None for row in cells)]
-    title = f"Cards ({FORMS[report.form]})"
+    title = f"Cards ({report.tool})"
     if report.driver_version:
         title += f", driver {report.driver_version}"
     table = Table(title=title, title_justify="left")
@@ -56,21 +57,36 @@ def cards_table(report: SmiReport) -> Table:
     return table
 
 
-def matrix(topo: SmiTopo) -> Table:
-    table = Table(title="Relations (xpu-smi topo -m)", title_justify="left")
+def matrix(topo: SmiTopo, tool: str) -> Table:
+    table = Table(title=f"Relations ({tool})", title_justify="left")
     table.add_column("")
     for name in topo.devices:
         table.add_column(name, justify="center")
     for row in topo.devices:
-        table.add_row(row, *(topo.relations[row][col] for col in topo.devices))
+        if row in topo.relations:
+            table.add_row(row, *(topo.relations[row].get(col) or "?" for col in topo.devices))
+    return table
+
+
+def processes(report: SmiReport) -> Table:
+    table = Table(title="Processes", title_justify="left")
+    for title in ("#", "PID", "type", "name", "memory MiB"):
+        table.add_column(title)
+    for p in report.processes:
+        cells = (p.index, p.pid, p.type, p.name, p.memory_mib)
+        table.add_row(*("-" if v is None else str(v) for v in cells))
     return table
 
 
 def render(report: SmiReport, console: Console) -> None:
     parts: list = [cards_table(report)]
     if report.topology is not None:
-        parts.append(matrix(report.topology))
+        parts.append(matrix(report.topology, report.tool))
         legend = {**report.topology.legend, **report.topology.nics}
         if legend:
             parts.append(Text("\n".join(f"  {k:<4} = {v}" for k, v in legend.items()), style="dim"))
+    if report.processes:
+        parts.append(processes(report))
+    if report.warnings:
+        parts.append(Text("\n".join(f"warning: {w}" for w in report.warnings), style="yellow"))
     console.print(Group(*parts))

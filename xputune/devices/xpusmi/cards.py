@@ -1,4 +1,4 @@
-"""One SmiCard out of a card's key tree, shared by the -q text and -q -x XML forms.
+"""One SmiCard out of a card's key tree, shared by the -q text and -q -x XML forms of both tools.
 
 Both forms carry the same facts under slightly different names ("Product Name" in text,
 product_name in XML; "Utilization/XPU" vs utilization/xpu_util). Keys are compared after
@@ -12,7 +12,7 @@ import re
 from typing import Union
 
 from xputune.devices.xpusmi.model import SmiCard
-from xputune.devices.xpusmi.values import bus_id, integer, mib, number, text_value
+from xputune.devices.xpusmi.values import Notes, bus_id, integer, mib, number, percent, text_value
 
 Tree = dict[str, Union[str, "Tree"]]
 
@@ -35,9 +35,12 @@ def lookup(tree: Tree, *paths: str) -> str | None:
     return None
 
 
-def card_from_tree(tree: Tree, form: str, index: int, header_bus_id: str | None) -> SmiCard:
-    """The card described by `tree`; a value that is present but garbled raises SmiParseError."""
+def card_from_tree(
+    tree: Tree, form: str, index: int, header_bus_id: str | None, notes: Notes
+) -> SmiCard:
+    """The card described by `tree`; a garbled value becomes None and a warning in `notes`."""
     label = header_bus_id or f"card {index}"
+    soft = notes.soft
 
     def get(*paths: str) -> str | None:
         return lookup(tree, *paths)
@@ -45,28 +48,34 @@ def card_from_tree(tree: Tree, form: str, index: int, header_bus_id: str | None)
     def what(field: str) -> str:
         return f"{label}: {field}"
 
-    memory = ("memoryusage", "hbmmemoryusage", "fbmemoryusage")
+    memory = ("memoryusage", "fbmemoryusage", "hbmmemoryusage")
+    own_bus = soft(bus_id, get("pci/busid", "pci/pcibusid"), form, what("PCI bus id"))
     return SmiCard(
         index=index,
-        bus_id=header_bus_id or bus_id(get("pci/busid", "pci/pcibusid"), form, what("PCI bus id")),
+        bus_id=header_bus_id or own_bus,
         name=text_value(get("productname", "name")),
         uuid=text_value(get("xpuuuid", "gpuuuid", "uuid")),
         serial=text_value(get("serialnumber", "serial")),
-        minor=integer(get("minornumber"), (), form, what("minor number")),
-        firmware=text_value(get("firmwareversion", "firmware", "vbiosversion")),
-        memory_total_mib=mib(get(*(f"{m}/total" for m in memory)), form, what("memory total")),
-        memory_used_mib=mib(get(*(f"{m}/used" for m in memory)), form, what("memory used")),
-        memory_free_mib=mib(get(*(f"{m}/free" for m in memory)), form, what("memory free")),
-        utilization_pct=integer(
+        minor=soft(integer, get("minornumber"), (), form, what("minor number")),
+        firmware=text_value(
+            get("firmwareversion/allversion", "firmwareversion", "firmware", "vbiosversion")
+        ),
+        memory_total_mib=soft(
+            mib, get(*(f"{m}/total" for m in memory)), form, what("memory total")
+        ),
+        memory_used_mib=soft(mib, get(*(f"{m}/used" for m in memory)), form, what("memory used")),
+        memory_free_mib=soft(mib, get(*(f"{m}/free" for m in memory)), form, what("memory free")),
+        utilization_pct=soft(
+            percent,
             get("utilization/xpu", "utilization/xpuutil", "utilization/gpu", "utilization/gpuutil"),
-            ("%",),
             form,
             what("utilization"),
         ),
-        memory_utilization_pct=integer(
-            get("utilization/memory", "utilization/memoryutil"), ("%",), form, what("memory util")
+        memory_utilization_pct=soft(
+            percent, get("utilization/memory", "utilization/memoryutil"), form, what("memory util")
         ),
-        temperature_c=integer(
+        temperature_c=soft(
+            integer,
             get(
                 "temperature/xpucurrenttemp",
                 "temperature/xputemp",
@@ -77,10 +86,12 @@ def card_from_tree(tree: Tree, form: str, index: int, header_bus_id: str | None)
             form,
             what("temperature"),
         ),
-        power_w=number(
+        power_w=soft(
+            number,
             get(
                 "powerreadings/powerdraw",
                 "powerreadings/averagepowerdraw",
+                "powerreadings/instantaneouspowerdraw",
                 "xpupowerreadings/powerdraw",
                 "gpupowerreadings/powerdraw",
             ),

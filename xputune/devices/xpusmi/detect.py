@@ -1,31 +1,36 @@
-"""Which xpu-smi form a text is, from its first lines, so `smi --input` takes any of them."""
+"""Which form a text is, from its lines, so `smi --input` takes any of them from either vendor."""
 
 from __future__ import annotations
 
 import re
 
-from xputune.devices.xpusmi import query, topo
+from xputune.devices.xpusmi import query, table, topo
 from xputune.devices.xpusmi.model import SmiParseError
 from xputune.devices.xpusmi.values import shown
 
 _LIST_LINE = re.compile(r"^(?:XPU|GPU)\s+[0-9]+\s*:", re.ASCII)
 _KEY_VALUE = re.compile(r"^\S[^:]*\s:\s")
 _BUS_LIKE = re.compile(r"^[0-9A-Fa-f]+(?::[0-9A-Fa-f]+)+\.[0-9A-Fa-f]+$", re.ASCII)
+_SCAN = 400  # lines looked at: every form shows itself well before that
 
 
 def detect(text: str) -> str:
     """One of model.FORMS' keys; SmiParseError when the text is none of them."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in text.splitlines()[:_SCAN] if line.strip()]
     if not lines:
         raise SmiParseError(None, "empty input")
     first = lines[0].strip()
     if first.startswith("<"):
         return "xml"
+    if any(table.TITLE.search(line) for line in lines[:10]):
+        return "table"
     if any(query.CARD_HEADER.match(line) or query.is_banner(line) for line in lines):
         return "query"
-    if topo.TITLES.search(lines[0]) or any(line.strip() == "Legend:" for line in lines):
+    if any(topo.TITLES.search(line) for line in lines[:3]) or any(
+        line.strip() in ("Legend:", "NIC Legend:") for line in lines
+    ):
         return "topo"
-    if _BUS_LIKE.match(first.split()[0]) or first.endswith('"'):
+    if _BUS_LIKE.match(first.split()[0]) and '"' in first:
         return "monitor"
     if _LIST_LINE.match(first):
         return "list"
@@ -33,6 +38,6 @@ def detect(text: str) -> str:
         return "query"
     raise SmiParseError(
         None,
-        "not a known form: expected the output of xpu-smi -L, -q, -q -x, -m or topo -m "
-        f"(first line {shown(first)})",
+        "not a known form: expected the output of xpu-smi or nvidia-smi (default table, -L, -q, "
+        f"-q -x, -m or topo -m) (first line {shown(first)})",
     )

@@ -1,7 +1,10 @@
-"""`xpu-smi -L`: one line per card, "XPU 0: <name> (UUID: ..., ...)", as nvidia-smi -L.
+"""`-L`: one line per card, "XPU 0: <name> (UUID: ..., ...)" or "XPU 0: <name>  GPU-<uuid>".
 
-Indented lines under a card (partitions, as MIG devices under nvidia-smi -L) are skipped.
-The parenthesised part is a list of "key: value"; a bus id there, if any, is kept.
+nvidia-smi puts the UUID in parentheses; xpu-smi prints it as a separate last field after two
+spaces. Both are read: the parenthesised part is a list of "key: value" (a bus id there, if any,
+is kept), and a trailing word that looks like a UUID (GPU-/XPU-/MIG- and hex) is the UUID.
+Indented lines under a card (MIG devices, partitions) are skipped; any other unreadable line is
+a warning, and only a text without a single card line is refused.
 """
 
 from __future__ import annotations
@@ -10,62 +13,70 @@ import re
 
 from xputune.devices.xpusmi.cards import key
 from xputune.devices.xpusmi.model import SmiCard, SmiParseError, SmiReport
-from xputune.devices.xpusmi.values import bus_id, shown, text_value
+from xputune.devices.xpusmi.values import Notes, bus_id, shown, text_value
 
 FORM = "list"
-LINE = re.compile(r"^(?:XPU|GPU)\s+([0-9]{1,6})\s*:(.*)$", re.ASCII)
-_BUS_KEYS = {"busid", "pcibusid", "bus", "bdf"}
+LINE = re.compile(r"^(XPU|GPU)\s+([0-9]{1,6})\s*:(.*)$", re.ASCII)
+UUID = re.compile(r"^(?:GPU|XPU|MIG)-[0-9A-Fa-f][0-9A-Fa-f-]{7,80}$", re.ASCII)
+_BUS_KEYS = ("busid", "pcibusid", "bus", "bdf")
 
 
-def _split(rest: str, line: str, number: int) -> tuple[str, str | None]:
-    """The name and the text inside the one trailing pair of parentheses (None if none)."""
+def _split(rest: str) -> tuple[str, str | None] | None:
+    """The name and the text inside one trailing pair of parentheses; None if unbalanced."""
     name, paren, inside = rest.partition("(")
     if not paren:
-        if ")" in name:
-            raise SmiParseError(FORM, f"not a card line: {shown(line)}", number)
-        return name.strip(), None
-    if not inside.rstrip().endswith(")") or "(" in inside or ")" in inside.rstrip()[:-1]:
-        raise SmiParseError(FORM, f"not a card line (unclosed parenthesis?): {shown(line)}", number)
-    return name.strip(), inside.rstrip()[:-1]
+        return None if ")" in name else (name.strip(), None)
+    inside = inside.rstrip()
+    if not inside.endswith(")") or "(" in inside or ")" in inside[:-1]:
+        return None
+    return name.strip(), inside[:-1]
 
 
-def _pairs(inside: str, number: int) -> dict[str, str]:
+def _pairs(inside: str) -> dict[str, str] | None:
     pairs: dict[str, str] = {}
     for item in inside.split(","):
         name, colon, value = item.partition(":")
         if not colon or not name.strip():
-            raise SmiParseError(
-                FORM, f"expected 'key: value' in parentheses, got {shown(item)}", number
-            )
+            return None
         pairs[key(name)] = value.strip()
     return pairs
 
 
 def parse(text: str) -> SmiReport:
+    notes = Notes()
     cards: list[SmiCard] = []
     seen: set[int] = set()
+    vendors: set[str] = set()
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or (cards and line[:1].isspace()):
             continue
         m = LINE.match(line.strip())
-        if m is None:
-            raise SmiParseError(FORM, f"not a card line: {shown(line)}", number)
-        index = int(m[1])
+        split = _split(m[3]) if m else None
+        pairs = _pairs(split[1]) if split and split[1] and split[1].strip() else {}
+        if m is None or split is None or pairs is None:
+            notes.add(f"smi -L output: not a card line, skipped: {shown(line)} (line {number})")
+            continue
+        index = int(m[2])
         if index in seen:
-            raise SmiParseError(FORM, f"XPU {index} listed twice", number)
+            notes.add(f"smi -L output: card {index} listed twice, second kept out (line {number})")
+            continue
         seen.add(index)
-        name, inside = _split(m[2], line, number)
-        pairs = _pairs(inside, number) if inside is not None and inside.strip() else {}
+        vendors.add("nvidia" if m[1] == "GPU" else "kunlunxin")
+        name, uuid = split[0], pairs.get("uuid")
+        words = name.split()
+        if uuid is None and len(words) > 1 and UUID.match(words[-1]):
+            name, uuid = name[: name.rindex(words[-1])].strip(), words[-1]
         bus = next((pairs[k] for k in _BUS_KEYS if k in pairs), None)
         cards.append(
             SmiCard(
                 index=index,
-                bus_id=bus_id(bus, FORM, "bus id", number),
+                bus_id=notes.soft(bus_id, bus, FORM, "bus id", number),
                 name=text_value(name),
-                uuid=text_value(pairs.get("uuid")),
+                uuid=text_value(uuid),
                 serial=text_value(pairs.get("sn") or pairs.get("serial")),
             )
         )
     if not cards:
-        raise SmiParseError(FORM, "no card line")
-    return SmiReport(form=FORM, cards=tuple(cards))
+        raise SmiParseError(FORM, "no card line ('XPU 0: <name> ...')")
+    vendor = "nvidia" if vendors == {"nvidia"} else "kunlunxin"
+    return SmiReport(form=FORM, cards=tuple(cards), vendor=vendor, warnings=notes.done())

@@ -1,48 +1,76 @@
-"""`xpu-smi -m`: one whitespace-separated line per card, the model name quoted at the end.
+"""`xpu-smi -m`: one whitespace-separated line per card, the quoted model name in the middle.
 
-Fields: bus id, minor number, then fields this parser does not interpret, then memory used and
-total (MiB), utilisation (%), firmware version and the quoted model name, which may hold
-spaces. Fields are found from both ends, so a release that adds middle columns still reads.
-Lines starting with '#' (a header, if a release prints one) are skipped.
+The documented order, as real outputs show it (xpu-smi 5.x, P800):
+
+    0 bus id, 1 index, 2 minor (/dev/xpuN), 3 serial, 4 temperature C, 5-7 (not read),
+    8 power W, 9-14 clocks MHz, 15 L3 used MiB, 16 L3 total MiB, 17 memory used MiB,
+    18 memory total MiB, 19 utilisation %, 20 firmware, "quoted model name", then more numbers
+
+The name may hold spaces, so the line is split at the quotes; the fields after the name are not
+read. When a release prints a different number of fields before the name, only the ends are
+trusted: bus id and index from the left, memory used/total, utilisation and firmware from the
+right (the block next to the name), with a warning. Lines starting with '#' are skipped.
 """
 
 from __future__ import annotations
 
 from xputune.devices.xpusmi.model import SmiCard, SmiParseError, SmiReport
-from xputune.devices.xpusmi.values import bus_id, integer, mib, text_value
+from xputune.devices.xpusmi.values import (
+    Notes,
+    bus_id,
+    integer,
+    mib,
+    number,
+    percent,
+    shown,
+    text_value,
+)
 
 FORM = "monitor"
-MIN_FIELDS = 6  # bus id, minor, memory used, memory total, utilisation, firmware
+DOCUMENTED = 21  # fields before the quoted name in the documented order
+MIN_FIELDS = 6  # bus id, index, memory used, memory total, utilisation, firmware
+
+
+def _card(fields: list[str], name: str, number_: int, notes: Notes, order: int) -> SmiCard:
+    soft = notes.soft
+    full = len(fields) == DOCUMENTED
+    label = f"{fields[0]}"
+    return SmiCard(
+        index=soft(integer, fields[1], (), FORM, f"{label} index", number_) if full else order,
+        bus_id=soft(bus_id, fields[0], FORM, "bus id", number_),
+        minor=soft(integer, fields[2] if full else fields[1], (), FORM, f"{label} minor", number_),
+        serial=text_value(fields[3]) if full else None,
+        temperature_c=soft(integer, fields[4], ("c",), FORM, f"{label} temp", number_)
+        if full
+        else None,
+        power_w=soft(number, fields[8], ("w",), FORM, f"{label} power", number_) if full else None,
+        memory_used_mib=soft(mib, fields[-4], FORM, f"{label} memory used", number_),
+        memory_total_mib=soft(mib, fields[-3], FORM, f"{label} memory total", number_),
+        utilization_pct=soft(percent, fields[-2], FORM, f"{label} utilization", number_),
+        firmware=text_value(fields[-1]),
+        name=text_value(name),
+    )
 
 
 def parse(text: str) -> SmiReport:
+    notes = Notes()
     cards: list[SmiCard] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number_, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        start = line.rfind('"', 0, len(line) - 1)
-        head = line[:start]
-        if not line.endswith('"') or start < 0 or '"' in head or not head[-1:].isspace():
-            raise SmiParseError(FORM, "a card line must end with the quoted model name", number)
-        name = line[start + 1 : -1]
-        fields = head.split()
-        if len(fields) < MIN_FIELDS:
-            raise SmiParseError(
-                FORM, f"{len(fields)} fields before the name, need at least {MIN_FIELDS}", number
+        first = line.find('"')
+        last = line.find('"', first + 1) if first >= 0 else -1
+        fields = line[:first].split() if first >= 0 else []
+        if last < 0 or len(fields) < MIN_FIELDS:
+            notes.add(f"smi -m output: not a card line, skipped: {shown(line)} (line {number_})")
+            continue
+        if len(fields) != DOCUMENTED:
+            notes.add(
+                f"smi -m output: {len(fields)} fields before the name, documented {DOCUMENTED}; "
+                f"read only bus id, memory, utilisation and firmware (line {number_})"
             )
-        cards.append(
-            SmiCard(
-                index=len(cards),
-                bus_id=bus_id(fields[0], FORM, "bus id", number),
-                minor=integer(fields[1], (), FORM, "minor number", number),
-                memory_used_mib=mib(fields[-4], FORM, "memory used", number),
-                memory_total_mib=mib(fields[-3], FORM, "memory total", number),
-                utilization_pct=integer(fields[-2], ("%",), FORM, "utilization", number),
-                firmware=text_value(fields[-1]),
-                name=text_value(name),
-            )
-        )
+        cards.append(_card(fields, line[first + 1 : last], number_, notes, len(cards)))
     if not cards:
-        raise SmiParseError(FORM, "no card line")
-    return SmiReport(form=FORM, cards=tuple(cards))
+        raise SmiParseError(FORM, 'no card line (bus id ... "model name" ...)')
+    return SmiReport(form=FORM, cards=tuple(cards), warnings=notes.done())

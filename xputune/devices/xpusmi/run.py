@@ -1,8 +1,9 @@
-"""Running xpu-smi: the XML form first (most complete), the text form when that fails.
+"""Asking the host: xpu-smi (XML form first, text form when that fails), else NVML.
 
-The tool can hang when a card is wedged, so every run has a timeout. It is looked up on PATH,
+xpu-smi can hang when a card is wedged, so every run has a timeout. It is looked up on PATH,
 then where Kunlunxin's runtime installs it. Intel ships an unrelated tool of the same name;
-its output parses as none of the forms, and the error says so.
+its output parses as none of the forms, and the error says so. A host without xpu-smi but with
+libnvidia-ml is read through NVML (nvml_report), never by scraping nvidia-smi.
 """
 
 from __future__ import annotations
@@ -52,14 +53,30 @@ def _run(tool: str, args: tuple[str, ...], timeout: float) -> str:
     return done.stdout.decode("utf-8", "replace")
 
 
+def _nvml_report() -> SmiReport | None:
+    """The cards through NVML when a libnvidia-ml is found on this host, else None."""
+    from xputune.devices.libpath import NVML_ENV, NVML_PATHS, library_for
+
+    path = library_for(NVML_ENV, NVML_PATHS, True)
+    if path is None:
+        return None
+    from xputune.devices.nvml_report import read_report
+
+    return read_report(path)
+
+
 def query(tool: str | None = None, timeout: float | None = None) -> SmiReport:
     """The cards as the installed xpu-smi reports them (timeout per run, TIMEOUT_S if None)."""
     timeout = TIMEOUT_S if timeout is None else timeout
     tool = tool or find_tool()
     if tool is None:
+        nvidia = _nvml_report()
+        if nvidia is not None:
+            return nvidia
         raise SmiError(
-            f"{TOOL} not found on PATH (nor in {', '.join(KNOWN_PATHS)}); "
-            "install Kunlunxin's driver tools or pass --input with a saved output"
+            f"{TOOL} not found on PATH (nor in {', '.join(KNOWN_PATHS)}) and no NVIDIA "
+            "library (libnvidia-ml); install the vendor's driver tools or pass --input with a "
+            "saved output"
         )
     failures: list[str] = []
     for args in ATTEMPTS:

@@ -1,26 +1,27 @@
-"""An SmiReport from a saved output (any form) or, without one, from the installed xpu-smi."""
+"""An SmiReport from a saved output (any form, either vendor) or, without one, from the host."""
 
 from __future__ import annotations
 
 import sys
 
-from xputune.devices.xpusmi import parse_bytes
+from xputune.devices.xpusmi import parse_file
 from xputune.devices.xpusmi.model import SmiError, SmiReport
-from xputune.devices.xpusmi.values import MAX_INPUT
 
 
 def load(path: str | None) -> SmiReport:
-    """Parse the file at `path` ("-" is stdin); None runs xpu-smi (run.query)."""
+    """Parse the file at `path` ("-" is stdin); None asks the host (run.query)."""
     if path is None:
         from xputune.devices.xpusmi.run import query
 
         return query()
+    if path == "-":
+        return parse_file(sys.stdin.buffer)
     try:
-        if path == "-":
-            data = sys.stdin.buffer.read(MAX_INPUT + 1)
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_INPUT + 1)
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, after a streamed parse
     except OSError as exc:
         raise SmiError(f"{path}: {exc.strerror or exc}") from None
-    return parse_bytes(data)
+    with fh:
+        try:
+            return parse_file(fh)
+        except OSError as exc:
+            raise SmiError(f"{path}: {exc.strerror or exc}") from None

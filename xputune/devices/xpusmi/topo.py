@@ -1,9 +1,12 @@
-"""`xpu-smi topo -m`: the relation matrix of nvidia-smi topo -m, with XL for XPU Link.
+"""`xpu-smi topo -m` / `nvidia-smi topo -m`: the relation matrix (X, XL, NV#, PIX ... SYS).
 
-A header row of device names (XPU0.., NIC0..) then CPU Affinity, NUMA Affinity (and, in newer
-releases, an XPU NUMA ID column); one row per device; a Legend block ("X = Self") and a NIC
-Legend ("NIC0: mlx5_0"). Column titles with spaces are matched by name so that any padding
-(tabs or spaces, any width) splits the same way. NIC rows may stop after the relations.
+A header row of device names (XPU0.., GPU0.., NIC0.., or RDMA device names such as mlx5_0 or
+hns_0 on releases without a NIC legend) then CPU Affinity, NUMA Affinity and, on newer
+releases, a GPU/XPU NUMA ID column; one row per device; a Legend block ("X = Self") and a NIC
+Legend ("NIC0: mlx5_0"). Column titles with spaces are matched by name, so any padding (tabs or
+spaces, any width) splits the same way. NIC rows are optional (xpu-smi often prints none), and
+so are both legends. A short row, an unknown relation code or a missing card row costs that
+row or cell (None plus a warning), never the matrix.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 import re
 
 from xputune.devices.xpusmi.model import SmiCard, SmiParseError, SmiReport, SmiTopo
-from xputune.devices.xpusmi.values import integer, shown, text_value
+from xputune.devices.xpusmi.values import Notes, integer, shown, text_value
 
 FORM = "topo"
 TITLES = re.compile(r"CPU\s+Affinity|NUMA\s+Affinity|(?:XPU|GPU)\s+NUMA\s+ID", re.I)
-RELATION = re.compile(r"^(?:X|XL[0-9]*|NV[0-9]+|SYS|NODE|PHB|PXB|PIX|N/A)$", re.ASCII)
-CARD_NAME = re.compile(r"^(?:XPU|GPU)([0-9]{1,6})$", re.ASCII)
+RELATION = re.compile(r"^(?:X|XL[0-9]*|NV[0-9]+|SYS|NODE|PHB|PXB|PIX|SOC|N/A)$", re.ASCII)
+CARD_NAME = re.compile(r"^(XPU|GPU)([0-9]{1,6})$", re.ASCII)
+DEVICE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$", re.ASCII)
 LEGEND_ITEM = re.compile(r"^(\S+?)\s*[=:](.*)$")
 CANONICAL = {"cpuaffinity": "CPU Affinity", "numaaffinity": "NUMA Affinity"}
 
@@ -26,19 +30,24 @@ def _title(raw: str) -> str:
     return CANONICAL.get(squeezed, "NUMA ID")
 
 
-def _header(line: str, number: int) -> tuple[list[str], list[str]]:
-    """Device names and the titles of the columns after them."""
-    titles = [_title(t) for t in TITLES.findall(line)]
-    first = TITLES.search(line)
-    names = (line[: first.start()] if first else line).split()
-    if not names or not titles:
-        raise SmiParseError(FORM, "header must list devices then CPU/NUMA Affinity", number)
-    if len(set(names)) != len(names):
-        raise SmiParseError(FORM, "a device appears twice in the header", number)
-    return names, titles
+def _header(lines: list[tuple[int, str]]) -> tuple[int, list[str], list[str]] | None:
+    """(position, device names, titles after them) of the first header-like line.
+
+    A header holds device names only (a row holds relation codes after its name).
+    """
+    for at, (_number, line) in enumerate(lines):
+        first = TITLES.search(line)
+        names = (line[: first.start()] if first else line).split()
+        if (
+            names
+            and any(CARD_NAME.match(n) for n in names)
+            and all(DEVICE.match(n) and not RELATION.match(n) for n in names)
+        ):
+            return at, names, [_title(t) for t in TITLES.findall(line)]
+    return None
 
 
-def _legends(lines: list[tuple[int, str]]) -> tuple[dict[str, str], dict[str, str]]:
+def _legends(lines: list[tuple[int, str]], notes: Notes) -> tuple[dict[str, str], dict[str, str]]:
     legend: dict[str, str] = {}
     nics: dict[str, str] = {}
     target = legend
@@ -52,52 +61,81 @@ def _legends(lines: list[tuple[int, str]]) -> tuple[dict[str, str], dict[str, st
             continue
         m = LEGEND_ITEM.match(text)
         if m is None:
-            raise SmiParseError(FORM, f"not a legend entry: {shown(text)}", number)
+            notes.add(
+                f"smi topo -m output: not a legend entry, skipped: {shown(text)} (line {number})"
+            )
+            continue
         target[m[1]] = m[2].strip()
     return legend, nics
 
 
 def parse(text: str) -> SmiReport:
+    notes = Notes()
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if not lines:
-        raise SmiParseError(FORM, "empty")
-    names, titles = _header(lines[0][1], lines[0][0])
-    relations: dict[str, dict[str, str]] = {}
+    found = _header(lines)
+    if found is None:
+        raise SmiParseError(FORM, "no header row of device names (XPU0/GPU0 ...)")
+    at, names, titles = found
+    if len(set(names)) != len(names):
+        raise SmiParseError(FORM, "a device appears twice in the header", lines[at][0])
+    relations: dict[str, dict[str, str | None]] = {}
     affinity: dict[str, dict[str, str]] = {}
-    rest = lines[1:]
+    rest = lines[at + 1 :]
     while rest and not rest[0][1].strip().lower().startswith(("legend", "nic legend")):
         number, line = rest.pop(0)
         cells = line.split()
         row, values = cells[0], cells[1:]
         if row not in names:
-            raise SmiParseError(FORM, f"row {shown(row)} is not a device of the header", number)
-        if row in relations:
-            raise SmiParseError(FORM, f"row {row} appears twice", number)
-        if len(values) < len(names) or len(values) > len(names) + len(titles):
-            raise SmiParseError(
-                FORM, f"row {row} has {len(values)} cells for {len(names)} devices", number
+            notes.add(
+                f"smi topo -m output: row {shown(row)} is not a header device (line {number})"
             )
-        bad = [v for v in values[: len(names)] if not RELATION.match(v)]
-        if bad:
-            raise SmiParseError(FORM, f"row {row}: unknown relation {shown(bad[0])}", number)
-        relations[row] = dict(zip(names, values[: len(names)], strict=True))
+            continue
+        if row in relations:
+            notes.add(f"smi topo -m output: row {row} appears twice, first kept (line {number})")
+            continue
+        if len(values) < len(names) or len(values) > len(names) + len(titles):
+            notes.add(
+                f"smi topo -m output: row {row} has {len(values)} cells for {len(names)} devices; "
+                f"its relations are unknown (line {number})"
+            )
+            relations[row] = dict.fromkeys(names)
+            continue
+        row_relations: dict[str, str | None] = {}
+        for name, value in zip(names, values[: len(names)], strict=True):
+            if RELATION.match(value):
+                row_relations[name] = value
+            else:
+                row_relations[name] = None
+                notes.add(f"smi topo -m output: {row}-{name}: unknown relation {shown(value)}")
+        relations[row] = row_relations
         affinity[row] = dict(zip(titles, values[len(names) :], strict=False))
-    missing = [name for name in names if name not in relations]
-    if missing:
-        raise SmiParseError(FORM, f"no row for {', '.join(missing)} (cut off?)")
-    legend, nics = _legends(rest)
+    for name in names:
+        if CARD_NAME.match(name) and name not in relations:
+            notes.add(f"smi topo -m output: no row for {name} (cut off?)")
+            relations[name] = dict.fromkeys(names)
+    legend, nics = _legends(rest, notes)
+    for name in names:
+        if not CARD_NAME.match(name) and not re.match(r"^NIC[0-9]+$", name):
+            nics.setdefault(name, name)  # an RDMA device named directly in the header
     cards = []
+    vendors = set()
     for name in names:
         m = CARD_NAME.match(name)
         if m is None:
             continue
-        cells = affinity[name]
+        vendors.add("nvidia" if m[1] == "GPU" else "kunlunxin")
+        cells = affinity.get(name, {})
         cards.append(
             SmiCard(
-                index=int(m[1]),
+                index=int(m[2]),
                 cpu_affinity=text_value(cells.get("CPU Affinity")),
-                numa_affinity=integer(cells.get("NUMA Affinity"), (), FORM, f"{name} NUMA"),
+                numa_affinity=notes.soft(
+                    integer, cells.get("NUMA Affinity"), (), FORM, f"{name} NUMA affinity"
+                ),
             )
         )
     topo = SmiTopo(devices=tuple(names), relations=relations, legend=legend, nics=nics)
-    return SmiReport(form=FORM, cards=tuple(cards), topology=topo)
+    vendor = "nvidia" if vendors == {"nvidia"} else "kunlunxin"
+    return SmiReport(
+        form=FORM, cards=tuple(cards), topology=topo, vendor=vendor, warnings=notes.done()
+    )

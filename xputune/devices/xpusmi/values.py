@@ -1,13 +1,17 @@
-"""Cleaning and reading xpu-smi values: colour codes, N/A, numbers with units.
+"""Cleaning and reading vendor tool values: colour codes, N/A, numbers with units.
 
-The tool colours output on a terminal (and some builds even when piped), pads columns to
-varying widths and writes N/A (or "[Not Supported]") where a card cannot say. Everything here
-is strict about what a value is, so a garbled or cut-off number is an error, not a guess.
+The tools colour output on a terminal (and some builds even when piped), pad columns to
+varying widths and write N/A (or "[Not Supported]") where a card cannot say. The readers here
+are strict about what a value is (a garbled number raises SmiParseError, never a guess); the
+parsers call them through Notes.soft, which turns that error into None plus one warning, so a
+bad field costs the field, not the document.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from xputune.devices.busid import normalize_bus_id
 from xputune.devices.xpusmi.model import SmiParseError
@@ -17,7 +21,35 @@ _MISSING = {"n/a", "[n/a]", "not supported", "[not supported]", "unknown", "unkn
 _NUMBER = re.compile(r"^([0-9]{1,15}(?:\.[0-9]{1,6})?)\s*([A-Za-z%]*)$", re.ASCII)
 _MIB_PER = {"mib": 1, "mb": 1, "gib": 1024, "gb": 1024, "kib": 1 / 1024, "kb": 1 / 1024}
 
-MAX_INPUT = 64 << 20  # 64 MiB: far above any real output, small enough to refuse junk early
+MAX_INPUT = 64 << 20  # 64 MiB of text forms: far above any real output, refuses junk early
+MAX_WARNINGS = 50  # one bad field per card and line is plenty to see what went wrong
+T = TypeVar("T")
+
+
+class Notes:
+    """The warnings of one parse: what could not be read, where, and what was expected."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.dropped = 0
+
+    def add(self, message: str) -> None:
+        if len(self.items) < MAX_WARNINGS:
+            self.items.append(message)
+        else:
+            self.dropped += 1
+
+    def soft(self, read: Callable[..., T], *args: object) -> T | None:
+        """`read(*args)`, or None with a warning when the value is garbled."""
+        try:
+            return read(*args)
+        except SmiParseError as exc:
+            self.add(str(exc))
+            return None
+
+    def done(self) -> tuple[str, ...]:
+        extra = (f"... and {self.dropped} more warnings",) if self.dropped else ()
+        return (*self.items, *extra)
 
 
 def shown(value: str, limit: int = 60) -> str:
@@ -61,6 +93,12 @@ def number(
     """`value` as a number in one of `units` (no unit accepted too), None when N/A."""
     got = _measure(value, units, form, what, line)
     return None if got is None else got[0]
+
+
+def percent(value: str | None, form: str, what: str, line: int | None = None) -> float | int | None:
+    """A percentage ("10 %", "33.4 %", "10%"): whole numbers stay ints in JSON."""
+    got = number(value, ("%",), form, what, line)
+    return None if got is None else (int(got) if got == int(got) else got)
 
 
 def integer(
