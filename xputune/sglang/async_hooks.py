@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from xputune.sglang import stats
 from xputune.sglang.config import PluginConfig
 from xputune.sglang.hooks import Hooks
 from xputune.sglang.targets import CONTROLLER, L2_ENGINE, LAYER_EVENT, Target, resolve
@@ -151,6 +152,7 @@ def _submit_d2h(original: Any, engine: Any, transfers: Any) -> Any:
 
     sub = submitter_of(engine)
     fut = sub.submit_d2h(job)
+    stats.add("async_d2h_jobs")
     return l2.TransferCompletion(
         PendingEvent(fut, lambda _: ack_start, sub),
         PendingEvent(fut, lambda _: ack_finish, sub),
@@ -194,6 +196,7 @@ def _submit_h2d(
 
     sub = submitter_of(engine)
     fut = sub.submit_h2d(job)
+    stats.add("async_h2d_jobs")
     timing = l2.make_timing_event_pair()[2]
     return l2.TransferCompletion(
         PendingEvent(fut, lambda c: c.start_event, sub),

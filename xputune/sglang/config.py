@@ -39,12 +39,14 @@ class PluginConfig:
     numa_nodes: tuple[int, ...] = ()
     tp_shared: bool = False
     kernels: bool = False
+    host_buffer: bool = False
+    stats_dir: str = ""
     on_mismatch: str = "exit"
 
     @property
     def host_alloc(self) -> bool:
-        """The host KV buffer is ours (NUMA-bound and/or TP-shared) instead of SGLang's."""
-        return bool(self.numa_nodes) or self.tp_shared
+        """The host KV buffer is ours (NUMA-bound, TP-shared or plain) instead of SGLang's."""
+        return bool(self.numa_nodes) or self.tp_shared or self.host_buffer
 
     def features(self) -> tuple[str, ...]:
         """Names of the switched-on features, in the order they are installed."""
@@ -55,6 +57,7 @@ class PluginConfig:
             "kernels": self.kernels,
             "async": self.async_submit,
             "host_alloc": self.host_alloc,
+            "stats": bool(self.stats_dir),
         }
         return tuple(name for name, enabled in on.items() if enabled)
 
@@ -63,7 +66,7 @@ class PluginConfig:
         env = os.environ if env is None else env
         known = {
             "LIFO", "COUNT_ONCE", "GHOST", "GHOST_CAPACITY", "ASYNC", "NUMA", "TP_SHARED",
-            "KERNELS", "ON_MISMATCH",
+            "KERNELS", "HOST_BUFFER", "STATS", "ON_MISMATCH",
         }  # fmt: skip
         unknown = sorted(k for k in env if k.startswith(PREFIX) and k[len(PREFIX) :] not in known)
         if unknown:
@@ -81,6 +84,8 @@ class PluginConfig:
             numa_nodes=parse_node_list(env.get(PREFIX + "NUMA", ""), PREFIX + "NUMA"),
             tp_shared=_flag(env, "TP_SHARED"),
             kernels=_flag(env, "KERNELS"),
+            host_buffer=_flag(env, "HOST_BUFFER"),
+            stats_dir=_stats_dir(env),
             on_mismatch=on_mismatch,
         )
 
@@ -93,6 +98,13 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     if value in _FALSE:
         return False
     raise ConfigError(f"{PREFIX}{name}={raw!r}: expected 1 or 0")
+
+
+def _stats_dir(env: Mapping[str, str]) -> str:
+    raw = env.get(PREFIX + "STATS", "").strip()
+    if raw and not os.path.isabs(raw):
+        raise ConfigError(f"{PREFIX}STATS={raw!r}: expected an absolute directory path")
+    return raw
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:

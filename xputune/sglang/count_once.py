@@ -1,14 +1,18 @@
 """XPUTUNE_HICACHE_COUNT_ONCE: a radix node's hit count means distinct requests (seed 2.6).
 
-HiRadixCache 0.5.20 bumps hit_count inside insert(), and one request is inserted twice on the
-prefill path (cache_unfinished_req, then cache_finished_req): alone it reaches
-write_through_selective's threshold of 2, and the policy silently becomes write_through.
+One request is inserted into the radix tree twice on its way through the server (at the end of
+prefill by cache_unfinished_req, again at finish by cache_finished_req), and every insert bumps
+the hit count of each node it walks: alone, the request reaches write_through_selective's
+threshold of 2, and the policy silently becomes write_through.
 
-The hooks mark which request is inserting (around both cache_*_req methods, on HiRadixCache
-only: the plain RadixCache is untouched), let _inc_hit_count through only the first time that
-request passes a node (xputune's RequestHitGate), tell the gate when _split_node cuts a node in
-two, and drop the request's record when cache_finished_req returns. Inserts made outside a
-request (tests, tools) count as before.
+The hooks mark which request is inserting (around both cache_*_req methods), let the hit-count
+bump through only the first time that request passes a node (xputune's RequestHitGate), tell
+the gate when a node is split in two, and drop the request's record when cache_finished_req
+returns. Inserts made outside a request (tests, tools) count as before. Two caches are hooked:
+  - UnifiedRadixCache, what a 0.5.20 server builds: the counting is
+    UnifiedTreeCore._inc_hit_count_and_check(node, chunked) and the split UnifiedTreeCore.
+    _split_node, which returns (new parent, action);
+  - HiRadixCache, the older class some builds still use: _inc_hit_count and _split_node.
 """
 
 from __future__ import annotations
@@ -18,29 +22,61 @@ from typing import Any
 
 from xputune.sglang.config import PluginConfig
 from xputune.sglang.hooks import Hooks
-from xputune.sglang.targets import HIRADIX, Target
+from xputune.sglang.targets import HIRADIX, TREE_CORE, UNIFIED, Target
 
 NAME = "count_once"
 GATE_ATTR = "_xputune_hit_gate"
 
 TARGETS = (
+    Target(UNIFIED + ".cache_unfinished_req", ("self", "req", "chunked", "kwargs")),
+    Target(
+        UNIFIED + ".cache_finished_req", ("self", "req", "is_insert", "kv_len_to_handle", "kwargs")
+    ),
+    Target(TREE_CORE + "._inc_hit_count_and_check", ("self", "node", "chunked")),
+    Target(TREE_CORE + "._split_node", ("self", "key", "child", "split_len")),
     Target(HIRADIX + ".cache_unfinished_req", ("self", "req", "chunked")),
     Target(HIRADIX + ".cache_finished_req", ("self", "req", "is_insert", "kv_len_to_handle")),
     Target(HIRADIX + "._inc_hit_count", ("self", "node", "chunked")),
     Target(HIRADIX + "._split_node", ("self", "key", "child", "split_len")),
 )
+# What must be hooked in the server's own cache for the feature to be on (startup check).
+LIVE = {
+    "UnifiedRadixCache": (
+        UNIFIED + ".cache_unfinished_req",
+        UNIFIED + ".cache_finished_req",
+        TREE_CORE + "._inc_hit_count_and_check",
+        TREE_CORE + "._split_node",
+    ),
+    "HiRadixCache": (
+        HIRADIX + ".cache_unfinished_req",
+        HIRADIX + ".cache_finished_req",
+        HIRADIX + "._inc_hit_count",
+        HIRADIX + "._split_node",
+    ),
+}
 
-_current = threading.local()  # the request whose insert is running on this thread
+_current = threading.local()  # the request whose insert is running on this thread, its gate
+
+
+def _policy(cache: Any) -> str:
+    controller = getattr(cache, "cache_controller", None)
+    return getattr(controller, "write_policy", None) or "write_through_selective"
 
 
 def gate_of(cache: Any) -> Any:
-    """The cache's RequestHitGate, created on first use with the cache's write policy."""
+    """The cache's RequestHitGate, created on first use with the cache's write policy.
+
+    For the unified cache it lives on the tree core too, where the counting happens.
+    """
     gate = cache.__dict__.get(GATE_ATTR)
     if gate is None:
         from xputune.hicache.write_policy import RequestHitGate
 
-        gate = RequestHitGate(cache.cache_controller.write_policy)
+        gate = RequestHitGate(_policy(cache))
         cache.__dict__[GATE_ATTR] = gate
+        core = cache.__dict__.get("tree_core")
+        if core is not None and hasattr(core, "__dict__"):
+            core.__dict__[GATE_ATTR] = gate
     return gate
 
 
@@ -49,12 +85,13 @@ def current_request() -> Any:
 
 
 def _with_request(original: Any, cache: Any, req: Any, *args: Any, **kwargs: Any) -> Any:
-    previous = getattr(_current, "rid", None)
+    previous = getattr(_current, "rid", None), getattr(_current, "gate", None)
     _current.rid = getattr(req, "rid", None)
+    _current.gate = gate_of(cache)
     try:
         return original(cache, req, *args, **kwargs)
     finally:
-        _current.rid = previous
+        _current.rid, _current.gate = previous
 
 
 def _cache_finished_req(original: Any, cache: Any, req: Any, *args: Any, **kwargs: Any) -> Any:
@@ -74,13 +111,34 @@ def _inc_hit_count(original: Any, cache: Any, node: Any, chunked: bool = False) 
     return original(cache, node, chunked)
 
 
+def _inc_hit_count_and_check(original: Any, core: Any, node: Any, chunked: bool = False) -> Any:
+    rid = current_request()
+    gate = getattr(_current, "gate", None)
+    # Evicted nodes and chunked inserts never count in SGLang: they must not use up the turn.
+    counts = rid is not None and gate is not None and not chunked and not node.evicted
+    if counts and not gate.admit(rid, node.id):
+        return False  # this request already counted here: no bump, no backup decision
+    return original(core, node, chunked)
+
+
 def _after_split(new_node: Any, cache: Any, key: Any, child: Any, split_len: int) -> None:
     gate = cache.__dict__.get(GATE_ATTR)
     if gate is not None and new_node is not None:
         gate.on_split(child.id, new_node.id)
 
 
+def _after_core_split(result: Any, core: Any, key: Any, child: Any, split_len: int) -> None:
+    gate = core.__dict__.get(GATE_ATTR)
+    new_node = result[0] if isinstance(result, tuple) else result
+    if gate is not None and new_node is not None:
+        gate.on_split(child.id, new_node.id)
+
+
 def install(hooks: Hooks, cfg: PluginConfig) -> None:
+    hooks.around(UNIFIED + ".cache_unfinished_req", _with_request)
+    hooks.around(UNIFIED + ".cache_finished_req", _cache_finished_req)
+    hooks.around(TREE_CORE + "._inc_hit_count_and_check", _inc_hit_count_and_check)
+    hooks.after(TREE_CORE + "._split_node", _after_core_split)
     hooks.around(HIRADIX + ".cache_unfinished_req", _with_request)
     hooks.around(HIRADIX + ".cache_finished_req", _cache_finished_req)
     hooks.around(HIRADIX + "._inc_hit_count", _inc_hit_count)

@@ -1,14 +1,16 @@
 """XPUTUNE_HICACHE_GHOST: remember L1 drops, back up only the prefix they prove (seed 2.6).
 
 Under write_through_selective a node is backed up at its second distinct request. When the
-reuse gap is longer than the node's stay in L1, HiRadixCache 0.5.20 drops it first
-(_evict_regular: a leaf with no host copy), the hit count dies with it, and the prefix never
-reaches L2. The hooks:
-  - before _evict_regular: add the dropped leaf's page hashes (chained from the root, so each
-    one names content and position) to a bounded GhostList;
+reuse gap is longer than the node's stay in L1, the cache drops it first (a device leaf with
+no host copy), the hit count dies with it, and the prefix never reaches L2. The hooks:
+  - before a leaf without a host copy is dropped: add its page hashes (chained from the root,
+    so each one names content and position) to a bounded GhostList;
   - around insert: after SGLang's insert, look the inserted key's page hashes up (deepest
     first); the first hit proves pages 0..i recurred, so the nodes covering exactly that prefix
     are backed up (the node straddling the boundary is split there first) and nothing beyond.
+Two caches are hooked: UnifiedRadixCache (what a 0.5.20 server builds; eviction of one device
+leaf is _evict_device_leaf(node_id, tracker), backups are BackupKV actions the tree core builds
+and the cache executes) and HiRadixCache (_evict_regular, write_backup).
 Only active while the cache's policy is write_through_selective (write_through already backs
 everything up; write_back backs up on eviction).
 """
@@ -19,7 +21,7 @@ from typing import Any
 
 from xputune.sglang.config import DEFAULT_GHOST_CAPACITY, PluginConfig
 from xputune.sglang.hooks import Hooks
-from xputune.sglang.targets import HIRADIX, Target
+from xputune.sglang.targets import HIRADIX, TREE_CORE, UNIFIED, Target
 
 NAME = "ghost"
 ATTR = "_xputune_ghost"
@@ -27,11 +29,24 @@ STATS_ATTR = "_xputune_ghost_stats"
 POLICY = "write_through_selective"
 
 TARGETS = (
+    Target(UNIFIED + "._evict_device_leaf", ("self", "node_id", "tracker")),
+    Target(UNIFIED + ".insert", ("self", "params")),
+    Target(UNIFIED + "._execute_and_commit_kv_backup", ("self", "action", "write_back")),
+    Target(UNIFIED + "._apply_cache_action", ("self", "action")),
+    Target(TREE_CORE + ".node_by_id", ("self", "node_id")),
+    Target(TREE_CORE + "._split_node", ("self", "key", "child", "split_len")),
+    Target(TREE_CORE + "._build_backup_kv_action", ("self", "node", "write_back")),
     Target(HIRADIX + "._evict_regular", ("self", "node")),
     Target(HIRADIX + ".insert", ("self", "params")),
     Target(HIRADIX + ".write_backup", ("self", "node", "write_back")),
     Target(HIRADIX + "._split_node", ("self", "key", "child", "split_len")),
 )
+
+
+LIVE = {
+    "UnifiedRadixCache": (UNIFIED + "._evict_device_leaf", UNIFIED + ".insert"),
+    "HiRadixCache": (HIRADIX + "._evict_regular", HIRADIX + ".insert"),
+}
 
 
 def ghost_of(cache: Any) -> Any:
@@ -92,7 +107,60 @@ def node_page_hashes(cache: Any, node: Any) -> list[int]:
 
 
 def _active(cache: Any) -> bool:
-    return cache.cache_controller.write_policy == POLICY
+    controller = getattr(cache, "cache_controller", None)
+    return getattr(controller, "write_policy", None) == POLICY
+
+
+def _before_evict_device_leaf(cache: Any, node_id: Any, tracker: Any) -> None:
+    if not _active(cache):
+        return
+    node = cache.tree_core.node_by_id(node_id)
+    if node.backuped or node.key is None or len(node.key) == 0:
+        return  # a node with a host copy is demoted, not lost
+    hashes = node_page_hashes(cache, node)
+    ghost_of(cache).add_many(hashes)
+    stats_of(cache)["dropped_pages"] += len(hashes)
+
+
+def _unified_insert(original: Any, cache: Any, params: Any) -> Any:
+    result = original(cache, params)
+    ghost = cache.__dict__.get(ATTR)
+    if ghost is None or len(ghost) == 0 or not _active(cache) or params.key is None:
+        return result
+    key = params.key.page_aligned(cache.page_size)
+    proven = ghost.proven_prefix(page_hashes(key, cache.page_size)) * cache.page_size
+    if proven:
+        backup_proven_prefix_unified(cache, key, proven)
+    return result
+
+
+def backup_proven_prefix_unified(cache: Any, key: Any, proven: int) -> int:
+    """The unified cache's backup of key[:proven]: split there, back up that chain; tokens."""
+    core = cache.tree_core
+    node, offset, queued = core.root_node, 0, 0
+    while offset < proven:
+        child = node.children.get(key[offset:].child_key(cache.page_size))
+        if child is None or child.evicted:
+            break
+        if offset + len(child.key) > proven:
+            child, action = core._split_node(child.key, child, proven - offset)
+            if action is not None:
+                cache._apply_cache_action(action)
+        if not child.backuped and child.write_through_pending_id is None:
+            action = core._build_backup_kv_action(child, False)
+            if getattr(cache, "linker", None) is not None:
+                cache._apply_cache_action(action)
+                written = len(child.key)
+            else:
+                written = cache._execute_and_commit_kv_backup(action, False)
+            if written == 0:
+                break  # no host room: nothing deeper may be backed up
+            queued += written
+            stats_of(cache)["proven_backups"] += 1
+        offset += len(child.key)
+        node = child
+    stats_of(cache)["backed_tokens"] += queued
+    return queued
 
 
 def _before_evict_regular(cache: Any, node: Any) -> None:
@@ -143,5 +211,7 @@ _settings = {"capacity": DEFAULT_GHOST_CAPACITY}
 
 def install(hooks: Hooks, cfg: PluginConfig) -> None:
     _settings["capacity"] = cfg.ghost_capacity
+    hooks.before(UNIFIED + "._evict_device_leaf", _before_evict_device_leaf)
+    hooks.around(UNIFIED + ".insert", _unified_insert)
     hooks.before(HIRADIX + "._evict_regular", _before_evict_regular)
     hooks.around(HIRADIX + ".insert", _insert)

@@ -1,4 +1,4 @@
-"""XPUTUNE_HICACHE_NUMA / _TP_SHARED: the host KV buffer is xputune's (seed 2.4, 2.7).
+"""XPUTUNE_HICACHE_NUMA / _TP_SHARED / _HOST_BUFFER: the host KV buffer is xputune's (2.4, 2.7).
 
 SGLang 0.5.20 allocates host pools through ALLOC_MEMORY_FUNCS[device] (a module-level
 defaultdict, so it is patched directly, not through the hook registry): a plain mmap, then
@@ -11,6 +11,9 @@ cudaHostRegister. The replacement allocates the same shape and dtype as:
     the D2H copies into it, every rank reads it. The pool's LIFO allocator publishes a digest
     of its decisions into the buffer so a rank whose allocator diverges stops instead of
     reading another request's KV.
+  - HOST_BUFFER: an xputune HostBuffer with no NUMA binding (first touch), registered with
+    the device runtime where one exists and plain memory on a host without one, where
+    SGLang's own allocation would call cudaHostRegister and fail (`--device cpu`).
 MHA pools, whose KV differs per rank, never share; with only TP_SHARED set they keep SGLang's
 allocation.
 """
@@ -26,7 +29,7 @@ from typing import Any
 from xputune.sglang import lifo_hooks
 from xputune.sglang.config import ConfigError, PluginConfig
 from xputune.sglang.hooks import Hooks
-from xputune.sglang.targets import POOL_COMMON, POOL_MLA, Target, resolve
+from xputune.sglang.targets import POOL_COMMON, POOL_MHA, POOL_MLA, Target, resolve
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +49,10 @@ TARGETS = (
         POOL_MLA + ".backup_from_device_all_layer",
         ("self", "device_pool", "host_indices", "device_indices", "io_backend"),
     ),
-    Target("sglang.srt.mem_cache.pool_host.mha.MHATokenToKVPoolHost.init_kv_buffer", ("self",)),
+    Target(POOL_MHA + ".init_kv_buffer", ("self",), reads=("ALLOC_MEMORY_FUNCS",)),
 )
 
-_state = threading.local()  # the MLA pool whose buffer is being allocated on this thread
+_state = threading.local()  # the host pool whose buffer is being allocated on this thread
 _settings: dict[str, Any] = {"cfg": PluginConfig()}
 _shared_seq = [0]
 
@@ -106,7 +109,8 @@ def xputune_alloc(
     count = prod(dims)
     nbytes = count * torch.empty((), dtype=dtype).element_size()
     registrar = _registrar(pin_memory)
-    if cfg.tp_shared and pool is not None:
+    shareable = pool is not None and isinstance(pool, resolve(POOL_MLA))
+    if cfg.tp_shared and shareable:
         from xputune.hicache.tpshared import TpSharedBuffer
 
         rank, world, first = tp_rank_world()
@@ -120,6 +124,10 @@ def xputune_alloc(
 
         node = numa_node_for(card_index(), cfg.numa_nodes)
         buf = HostBuffer(nbytes, node=node, registrar=registrar)
+    elif cfg.host_buffer:
+        from xputune.hicache.hostbuf import HostBuffer
+
+        buf = HostBuffer(nbytes, registrar=registrar, strict=False)
     else:
         original = resolve(POOL_COMMON + ".alloc_with_host_register")
         return original(dims, dtype, device, pin_memory, allocator, registration_granularity_bytes)
@@ -128,7 +136,7 @@ def xputune_alloc(
     if pool is not None:
         pool.__dict__.setdefault(BUFFER_ATTR, []).append(buf)
     else:
-        _orphans.append(buf)  # an MHA pool: keep the mapping alive with the process
+        _orphans.append(buf)  # allocated outside a hooked pool: keep it alive with the process
     log.info("xputune host KV buffer: %.2f GiB, %s", nbytes / 2**30, _describe(buf))
     return tensor
 
@@ -166,5 +174,6 @@ def install(hooks: Hooks, cfg: PluginConfig) -> None:
         hooks.set_item(funcs, key, xputune_alloc)
     hooks.set_global(funcs, "default_factory", lambda: xputune_alloc)
     hooks.around(POOL_MLA + ".init_kv_buffer", _init_kv_buffer)
+    hooks.around(POOL_MHA + ".init_kv_buffer", _init_kv_buffer)
     if cfg.tp_shared:
         hooks.around(POOL_MLA + ".backup_from_device_all_layer", _backup)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xputune.sglang import stats
 from xputune.sglang.config import PluginConfig
 from xputune.sglang.hooks import Hooks
 from xputune.sglang.targets import POOL_BASE, Target
@@ -53,7 +54,11 @@ def _alloc(original: Any, pool: Any, need_size: int) -> Any:
 
     with pool.lock:
         slots = lifo.alloc(need_size)
-    return None if slots is None else torch.from_numpy(slots)
+    if slots is None:
+        return None
+    stats.add("lifo_allocs")
+    stats.add("lifo_alloc_tokens", len(slots))
+    return torch.from_numpy(slots)
 
 
 def _free(original: Any, pool: Any, indices: Any) -> int:

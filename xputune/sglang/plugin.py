@@ -8,6 +8,9 @@ mismatch is one log line naming the target, and then the process stops (SystemEx
 SGLang's plugin loader does not swallow): a server the launcher configured for LIFO or
 write-policy fixes must not quietly serve without them. XPUTUNE_HICACHE_ON_MISMATCH=warn
 keeps the one line but serves unpatched.
+
+Hooks registered here sit on classes; whether they act in the server is proven later, on the
+cache the server really builds (xputune.sglang.live), which also logs the startup line.
 """
 
 from __future__ import annotations
@@ -23,17 +26,24 @@ from xputune.sglang import (
     hostalloc_hooks,
     kernel_hooks,
     lifo_hooks,
+    live,
+    stats_hooks,
 )
 from xputune.sglang.config import PluginConfig
 from xputune.sglang.hooks import Hooks
 from xputune.sglang.targets import Target, check_targets, check_version
 
+STARTUP_TARGETS = tuple(Target(path) for path in live.TARGET_PATHS)
+
 log = logging.getLogger("xputune.sglang")
 
 FEATURES: dict[str, ModuleType] = {
     mod.NAME: mod
-    for mod in (lifo_hooks, count_once, ghost_hooks, kernel_hooks, async_hooks, hostalloc_hooks)
-}
+    for mod in (
+        lifo_hooks, count_once, ghost_hooks, kernel_hooks, async_hooks, hostalloc_hooks,
+        stats_hooks,
+    )
+}  # fmt: skip
 
 _installed: Hooks | None = None
 
@@ -60,13 +70,15 @@ def install(cfg: PluginConfig, registry: object = None) -> Hooks | None:
     if _installed is not None:
         return _installed
     version = check_version()
-    check_targets(targets_for(features))
+    check_targets([*targets_for(features), *STARTUP_TARGETS])
     hooks = Hooks(registry)
     for name in features:
         FEATURES[name].install(hooks, cfg)
+    live.install(hooks, cfg, version)
     hooks.apply()
     _installed = hooks
-    log.info("xputune cache plugin on sglang %s: %s", version, ", ".join(features))
+    # SGLang has not configured logging yet (this line is DEBUG); live.confirm logs at INFO.
+    log.debug("xputune cache plugin registered on sglang %s: %s", version, ", ".join(features))
     return hooks
 
 

@@ -25,7 +25,13 @@ POOL_BASE = "sglang.srt.mem_cache.pool_host.base.HostKVCache"
 POOL_MLA_MODULE = "sglang.srt.mem_cache.pool_host.mla"
 POOL_MLA = POOL_MLA_MODULE + ".MLATokenToKVPoolHost"
 POOL_COMMON = "sglang.srt.mem_cache.pool_host.common"
+POOL_MHA_MODULE = "sglang.srt.mem_cache.pool_host.mha"
+POOL_MHA = POOL_MHA_MODULE + ".MHATokenToKVPoolHost"
 HIRADIX = "sglang.srt.mem_cache.hiradix_cache.HiRadixCache"
+# What a 0.5.20 server really builds (mem_cache/registry.py): the unified cache with HiCache
+# attached, whose tree walks (hit counts, splits, backups) live in the Python tree core.
+UNIFIED = "sglang.srt.mem_cache.unified_radix_cache.UnifiedRadixCache"
+TREE_CORE = "sglang.srt.mem_cache.unified_cache.unified_tree_core.UnifiedTreeCore"
 CONTROLLER = "sglang.srt.managers.cache_controller.HiCacheController"
 LAYER_EVENT = "sglang.srt.managers.cache_controller.LayerLoadingEvent"
 L2_ENGINE = "sglang.srt.mem_cache.l2_transfer.L2TransferEngine"
@@ -76,7 +82,7 @@ def check_version(version: str | None = None) -> str:
     if found not in SUPPORTED_SGLANG:
         raise PluginRefused(
             f"sglang {found}: the xputune cache plugin supports sglang "
-            f"{', '.join(SUPPORTED_SGLANG)} only (HiRadixCache and the hooked signatures differ)"
+            f"{', '.join(SUPPORTED_SGLANG)} only (its caches and the hooked signatures differ)"
         )
     return found
 
