@@ -511,28 +511,68 @@ def tiers_cmd(
     _render_tiers(data, chart)
 
 
+def _open_trace(path: Path):
+    """The trace as a binary stream: plain, gzip (stdlib) or zstd (the `zstd` extra), by magic."""
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        raise XputuneError(f"trace not found: {path}") from None
+    except IsADirectoryError:
+        raise XputuneError(f"trace is a directory: {path}") from None
+    except PermissionError:
+        raise XputuneError(f"trace not readable (permission denied): {path}") from None
+    magic = fh.peek(4)[:4]
+    if magic[:2] == b"\x1f\x8b":
+        import gzip
+
+        fh.close()
+        return gzip.open(path, "rb")
+    if magic == b"\x28\xb5\x2f\xfd":
+        try:
+            import zstandard
+        except ImportError:
+            fh.close()
+            raise XputuneError(
+                f"{path} is zstd-compressed: pip install 'xputune[zstd]', or decompress it"
+            ) from None
+        return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
+    return fh
+
+
 def _curve(
     path: Path, trace_format: TraceFormat, block_size: int | None, sample_rate: float | None
 ):
-    from xputune.plan.hitrate import exact_curve, sampled_curve
-    from xputune.plan.traces import MOONCAKE_BLOCK, parse_generic, parse_mooncake, sniff_format
+    import sys
+    import zlib
 
-    lines = _read_text(path, "trace")
-    kind = trace_format.value
-    if kind == "auto":
-        first = next((ln for ln in lines if ln.strip()), "")
-        kind = sniff_format(first)
-    if kind == "mooncake":
-        tr = parse_mooncake(lines, block_size or MOONCAKE_BLOCK, source=str(path))
-    else:
-        tr = parse_generic(lines, block_size, source=str(path))
-    if tr.accesses == 0:
+    from xputune.plan.hitrate import curve_from_batches, sampled_curve
+    from xputune.plan.traces import TraceReader, read_trace
+
+    if sample_rate is not None and sample_rate <= 0:
+        raise XputuneError("--sample-rate must be > 0")
+    sampled = sample_rate is not None and sample_rate < 1.0
+    stream = _open_trace(path)
+    reader = TraceReader(stream, trace_format.value, block_size, source=str(path))
+    broken: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
+    if "zstandard" in sys.modules:
+        broken += (sys.modules["zstandard"].ZstdError,)
+    try:
+        with stream:
+            if sampled:
+                # SHARDS with an exact hot set needs every block's access count first, so it
+                # reads the whole trace into arrays (the exact mode streams instead).
+                trace = read_trace(reader)
+            else:
+                curve = curve_from_batches(reader, reader.block)
+    except broken as exc:  # a truncated or corrupt compressed stream
+        raise XputuneError(f"{path}: cannot read the trace ({exc})") from None
+    if sampled:
+        if trace.accesses == 0:
+            raise XputuneError(f"{path}: the trace has no blocks")
+        return sampled_curve(trace, sample_rate), trace.requests
+    if curve.accesses == 0:
         raise XputuneError(f"{path}: the trace has no blocks")
-    if sample_rate is not None and sample_rate < 1.0:
-        if sample_rate <= 0:
-            raise XputuneError("--sample-rate must be > 0")
-        return sampled_curve(tr, sample_rate), tr.requests
-    return exact_curve(tr), tr.requests
+    return curve, reader.requests
 
 
 def _chart(data: dict[str, Any], curve):

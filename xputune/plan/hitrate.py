@@ -38,7 +38,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import numpy as np
+
+    from xputune.plan.traces import Batch
 
 
 class TraceError(ValueError):
@@ -164,6 +168,48 @@ def exact_curve(trace: Trace) -> HitCurve:
         distinct_blocks=n_ids,
         chain_violations=violations,
         sampled_accesses=trace.accesses,
+    )
+
+
+def curve_from_batches(
+    batches: Iterable[Batch], block_size: int | None = None, scale: int = 1
+) -> HitCurve:
+    """The exact curve streamed from a trace reader's batches (traces.TraceReader).
+
+    Same values as exact_curve on the same requests (the same pass, with hit tokens summed
+    per position as it goes), in memory that grows with distinct blocks, not accesses. With
+    scale > 1 the batches are a sample of whole prefix trees at rate 1/scale: every kept block
+    stands for `scale` blocks (positions and hit tokens scaled, as SHARDS does), and totals are
+    estimated as the sample's times `scale`.
+    """
+    import numpy as np
+
+    from xputune.plan.stackdist import StackStream
+
+    stream = StackStream(scale)
+    total = 0
+    block = block_size
+    for batch in batches:
+        stream.feed(batch.ids, batch.counts, batch.last_tokens, batch.block)
+        total += batch.tokens
+        block = batch.block
+    hist, n_ids, violations, accesses = stream.result()
+    stream.close()
+    if block is None:  # nothing kept: a reader knows its block size once it has read
+        block = getattr(batches, "block", None)
+    if block is None or block <= 0:
+        raise TraceError(f"block size must be > 0 tokens, got {block}")
+    hits = hist.astype(np.float64)
+    hits[0] = 0.0
+    return HitCurve(
+        block_size=block,
+        cum_hit_tokens=np.cumsum(hits),
+        total_tokens=float(total * scale),
+        accesses=accesses * scale,
+        distinct_blocks=n_ids * scale,
+        chain_violations=violations if scale == 1 else 0,
+        sample_rate=1.0 / scale,
+        sampled_accesses=accesses,
     )
 
 
