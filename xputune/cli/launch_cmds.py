@@ -82,6 +82,14 @@ def sglang(
         bool,
         typer.Option("--dry-run", "-n", help="Print the environment and command; run nothing."),
     ] = False,
+    stats_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--stats-dir",
+            help="Directory where each server process writes the cache plugin's counters "
+            "(xputune-stats-<pid>.json).",
+        ),
+    ] = None,
     root: RootOpt = None,
     example: ExampleOpt = None,
 ) -> None:
@@ -93,11 +101,19 @@ def sglang(
     runs `xputune check` and refuses on critical drift unless --force, then merges your ARGS
     (after `--`): your flags win, and each conflict is reported.
 
+    With `--device cpu` in ARGS it serves from host memory on a host without cards: no card
+    bindings or drift check, the L2 tier sized from this host's memory, SGLang's CPU engine
+    switched on, and the plugin features that apply (host-buffer and kernels added, numa
+    dropped).
+
     Examples:
 
         xputune launch sglang -n --example h3c-hygon-p800 -- --model-path zai-org/GLM-5 --tp 8
         xputune launch sglang --strategy shared --tier max -- --model-path /models/GLM-5 --tp 8
+
+        xputune launch sglang -- --model-path /models/tiny-llama --device cpu
     """
+    from xputune.launch.cpu import is_cpu_device
     from xputune.launch.sglang import LaunchError, build_spec, execute, user_value
     from xputune.topology.discover import discover
     from xputune.tune import engine
@@ -121,6 +137,18 @@ def sglang(
 
     view = host_from(root, example)
     topo = discover(view)
+    if is_cpu_device(user_value(user_args, "--device")):
+        spec = _cpu_spec(
+            topo, model, config, tp or 1, dtype, strategy, tier, write_policy, features,
+            user_args, stats_dir,
+        )  # fmt: skip
+        if dry_run:
+            print(spec.shell_line())
+            return
+        if root or example:
+            raise LaunchError("a launch acts on this host: drop --root/--example, or add --dry-run")
+        execute(spec)
+        return
     plan = build_plan(
         topo, model, config, tp or 1, dtype, strategy, cards, tier, write_policy, force
     )
@@ -139,6 +167,10 @@ def sglang(
         sys.stderr.write(f"would refuse: {message}\n")
     chosen = [f.strip() for f in features.split(",") if f.strip() and f.strip() != "none"]
     spec = build_spec(plan, user_args, chosen)
+    if stats_dir:
+        import os
+
+        spec.env["XPUTUNE_HICACHE_STATS"] = os.path.abspath(stats_dir)
     for conflict in spec.conflicts:
         sys.stderr.write(f"conflict: {conflict}\n")
     for warning in plan.bindings.warnings:
@@ -157,6 +189,48 @@ def sglang(
         print(spec.shell_line())
         return
     execute(spec)
+
+
+def _cpu_spec(
+    topo, model, config, tp, dtype, strategy, tier, write_policy, features, user_args, stats_dir
+):  # a Topology, the CLI's values -> LaunchSpec
+    """The `--device cpu` launch: tier from this host's memory, CPU engine, plugin features."""
+    from xputune.cli.plan_cmds import load_geometry
+    from xputune.errors import XputuneError
+    from xputune.launch.cpu import build_cpu_spec, cpu_tier
+    from xputune.launch.sglang import user_value
+
+    geometry = load_geometry(model, config, tp, dtype)
+    if geometry is None:
+        raise XputuneError("give --model NAME or --config config.json")
+    host_bytes = sum(n.memory_total_bytes or 0 for n in topo.numa_nodes)
+    shared = strategy == "shared"
+    chosen = cpu_tier(host_bytes, tp, geometry.bytes_per_token, geometry.replicated, shared, tier)
+    cpus = sorted(c for n in topo.numa_nodes for c in n.cpus)
+    wanted = [f.strip() for f in features.split(",") if f.strip() and f.strip() != "none"]
+    spec, notes = build_cpu_spec(
+        user_args=user_args, features=wanted, tp=tp, tier=chosen, write_policy=write_policy,
+        numa_nodes=sum(1 for n in topo.numa_nodes if n.cpus), cpus=cpus, shared=shared,
+        stats_dir=stats_dir, python=sys.executable,
+    )  # fmt: skip
+    if topo.cards:
+        sys.stderr.write(f"note: --device cpu: this host's {len(topo.cards)} card(s) stay unused\n")
+    for note in notes:
+        sys.stderr.write(f"note: {note}\n")
+    for conflict in spec.conflicts:
+        sys.stderr.write(f"conflict: {conflict}\n")
+    yours = user_value(user_args, "--hicache-size")
+    steps = chosen.steps
+    step = steps.index(chosen.hicache_size_gb) + 1
+    sys.stderr.write(
+        f"tier: {chosen.hicache_size_gb} GB per rank (step {step} of {len(steps)}, "
+        f"max {chosen.per_rank_max_gb:.0f} GB from this host's "
+        f"{host_bytes / 2**30:.1f} GiB), {chosen.tokens_per_rank:,} tokens per rank in L2; "
+        "device cpu (no card bindings, drift check skipped)"
+        + (f"; your --hicache-size {' '.join(yours)} is used instead" if yours else "")
+        + "\n"
+    )
+    return spec
 
 
 def _report_drift(drift: list) -> None:  # list of tune Rows

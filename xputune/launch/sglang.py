@@ -27,6 +27,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "--hicache-write-policy": ("--hicache-write-policy",),
     "--numa-node": ("--numa-node",),
     "--disaggregation-ib-device": ("--disaggregation-ib-device",),
+    "--device": ("--device",),
+    "--page-size": ("--page-size",),
 }
 _SPELLINGS = {spelling: canon for canon, names in ALIASES.items() for spelling in names}
 
@@ -42,6 +44,7 @@ FEATURE_ENV = {
     "kernels": "XPUTUNE_HICACHE_KERNELS",
     "tp-shared": "XPUTUNE_HICACHE_TP_SHARED",
     "numa": "XPUTUNE_HICACHE_NUMA",
+    "host-buffer": "XPUTUNE_HICACHE_HOST_BUFFER",
 }
 
 
