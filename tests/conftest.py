@@ -1,4 +1,9 @@
-"""Shared test helpers: where the fixtures live and how to run the CLI in-process."""
+"""Shared test helpers: where the fixtures live and how to run the CLI in-process.
+
+Host trees come from compressed recordings (tests/fixtures/trees.py): `host_tree(name)` extracts
+one once and shares it, so a test that writes must copy first (`copy_tree`). SEED_BOX and
+NVIDIA_BOX are lazy paths: `str(SEED_BOX)` extracts on first use, not at import.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.trees import LazyTree, broken_tree, copy_tree, host_tree
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-HOSTS = FIXTURES / "hosts"
-BROKEN = FIXTURES / "broken"
-SEED_BOX = HOSTS / "h3c-hygon-p800"
-NVIDIA_BOX = HOSTS / "nvidia-hgx-h100"
+SEED_BOX = LazyTree("h3c-hygon-p800")
+NVIDIA_BOX = LazyTree("nvidia-hgx-h100")
+
+__all__ = ["FIXTURES", "NVIDIA_BOX", "SEED_BOX", "broken_tree", "copy_tree", "host_tree"]
 
 
 @pytest.fixture

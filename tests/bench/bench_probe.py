@@ -4,7 +4,11 @@ DESIGN target: a cold probe of an 8-card fixture at most as slow as lstopo readi
 tree. Both run as fresh processes, interleaved, so machine noise hits both alike; the ratio is
 what counts.
 
-    python tests/bench/bench_probe.py [--runs 30] [--root tests/fixtures/hosts/h3c-hygon-p800]
+    python tests/bench/bench_probe.py [--runs 30] [--root DIR_OR_TARBALL]
+
+The default root is the seed box's recording (xputune/examples/h3c-hygon-p800.tar.xz),
+extracted once into the test-tree cache (tests/fixtures/trees.py), since lstopo --input reads a
+directory.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(HERE))  # for tests.fixtures.trees when run as a script
 
 
 def timed(cmd: list[str]) -> float:
@@ -29,8 +34,12 @@ def timed(cmd: list[str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--root", default=str(HERE / "tests/fixtures/hosts/h3c-hygon-p800"))
+    parser.add_argument("--root", default=None, help="default: the seed box, extracted")
     args = parser.parse_args()
+    if args.root is None:
+        from tests.fixtures.trees import host_tree
+
+        args.root = str(host_tree("h3c-hygon-p800"))
     xputune = shutil.which("xputune") or str(Path(sys.executable).with_name("xputune"))
     commands = {
         "xputune probe -f json": [xputune, "probe", "--root", args.root, "--format", "json"],

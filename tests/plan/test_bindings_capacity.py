@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import HOSTS, SEED_BOX
+from tests.conftest import SEED_BOX, host_tree
 from xputune.host import open_host
 from xputune.plan.bindings import PlanError, make_bindings, select_cards
 from xputune.plan.capacity import capacity
@@ -79,7 +79,7 @@ def test_card_order_and_errors(seed: Topology) -> None:
 
 
 def test_unknown_numa_node_cannot_be_sized() -> None:
-    topo = discover(open_host(str(HOSTS / "small-numa-unknown")))
+    topo = discover(open_host(str(host_tree("small-numa-unknown"))))
     b = make_bindings(topo, 2, "local")
     assert b.numa_args == [] and b.warnings
     with pytest.raises(PlanError, match="NUMA node unknown"):

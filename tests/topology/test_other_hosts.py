@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import HOSTS, NVIDIA_BOX
+from tests.conftest import NVIDIA_BOX, host_tree
 from xputune.host import open_host
 from xputune.topology.discover import discover
 from xputune.topology.verdicts import settings_verdicts
@@ -26,7 +26,7 @@ def test_nvidia_box() -> None:
 
 
 def test_nonroot_config_is_unknown_not_off() -> None:
-    topo = discover(open_host(str(HOSTS / "small-nonroot-config")))
+    topo = discover(open_host(str(host_tree("small-nonroot-config"))))
     card = topo.cards[0]
     assert card.numa_node is not None
     for fn in topo.ports_on_path(card):
@@ -36,13 +36,13 @@ def test_nonroot_config_is_unknown_not_off() -> None:
 
 
 def test_numa_unknown_is_null_with_a_warning() -> None:
-    topo = discover(open_host(str(HOSTS / "small-numa-unknown")))
+    topo = discover(open_host(str(host_tree("small-numa-unknown"))))
     assert all(c.numa_node is None for c in topo.cards)
     assert any("NUMA node unknown" in w for w in topo.warnings)
 
 
 def test_sparse_nodes_and_memory_only_node() -> None:
-    topo = discover(open_host(str(HOSTS / "small-sparse-nodes")))
+    topo = discover(open_host(str(host_tree("small-sparse-nodes"))))
     ids = [n.id for n in topo.numa_nodes]
     assert ids == [0, 2]
     memory_only = topo.node(2)

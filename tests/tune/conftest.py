@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
+from tests.fixtures.trees import copy_tree
 from tests.tune import minihost
-
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hosts")
 
 
 @pytest.fixture
@@ -19,13 +15,8 @@ def mini(tmp_path) -> str:
 
 
 def copy_fixture(name: str, dest) -> str:
-    """A writable copy of a recorded host tree; skips when that fixture is not present."""
-    src = os.path.join(FIXTURES, name)
-    if not os.path.isdir(src):
-        pytest.skip(f"fixture {name} not present")
-    target = str(dest / name)
-    shutil.copytree(src, target, symlinks=True)
-    return target
+    """A writable copy of a recorded host tree (extracted from its recording) at dest/name."""
+    return str(copy_tree(name, dest / name))
 
 
 @pytest.fixture

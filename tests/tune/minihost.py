@@ -1,7 +1,7 @@
 """A small host tree for tuning tests: 1 root port, 1 switch, 2 P800 cards sharing its uplink.
 
 Small enough to build in a few milliseconds per test and to reason about bit by bit; the
-recorded seed-box fixture (tests/fixtures/hosts) covers the full 8-card machine.
+recorded seed-box fixture (xputune/examples/h3c-hygon-p800.tar.xz) covers the full 8-card machine.
 """
 
 from __future__ import annotations

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import tarfile
 
 import pytest
 
+from tests.fixtures.trees import host_tree
 from tests.tune import minihost
-
-HOSTS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hosts")
 
 
 def test_check_exits_1_on_drift_and_0_when_all_hold(mini, run_cli):
@@ -121,9 +119,7 @@ def test_recommend_picks_by_cpu_vendor_and_cards(tmp_path, run_cli):
 
 
 def test_recommend_on_the_nvidia_fixture(run_cli):
-    root = os.path.join(HOSTS, "nvidia-hgx-h100")
-    if not os.path.isdir(root):
-        pytest.skip("nvidia fixture not present")
+    root = str(host_tree("nvidia-hgx-h100"))
     data = json.loads(run_cli("recommend", "--root", root, "-f", "json")[1])
     assert data["recommended"] == "nvidia-hopper"
     rows = json.loads(run_cli("check", "--root", root, "-f", "json")[1])["rows"]
@@ -131,9 +127,7 @@ def test_recommend_on_the_nvidia_fixture(run_cli):
 
 
 def test_non_root_config_space_reads_as_unknown_not_off(run_cli):
-    root = os.path.join(HOSTS, "small-nonroot-config")
-    if not os.path.isdir(root):
-        pytest.skip("fixture not present")
+    root = str(host_tree("small-nonroot-config"))
     rows = json.loads(run_cli("check", "--root", root, "-f", "json")[1])["rows"]
     ido = [r for r in rows if r["knob"] == "pcie.ido"]
     assert ido and all(r["verdict"] == "unknown" and "needs root" in r["note"] for r in ido)

@@ -5,7 +5,7 @@
  * nvmlErrorString, nvmlSystemGetDriverVersion, nvmlDeviceGetCount_v2,
  * nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetName, nvmlDeviceGetPciInfo_v3 (nvmlPciInfo_t
  * with busIdLegacy[16] first and busId[32] last), nvmlDeviceGetMemoryInfo (v1: total, free,
- * used) and nvmlDeviceGetSerial, over the 8 H100 of tests/fixtures/hosts/nvidia-hgx-h100.
+ * used) and nvmlDeviceGetSerial, over the 8 H100 of xputune/examples/nvidia-hgx-h100.tar.xz.
  * Bus ids are NVML's spelling ("00000000:3B:00.0"). Index 3 is lost (15); index 7 has no
  * serial (3). fake_nvml_fail(name, rc) forces a return code; fake_nvml_reset() clears it.
  */

@@ -1,7 +1,7 @@
 /* A stand-in for Kunlunxin's libxpuml.so, built by the tests (tests/devices/conftest.py).
  *
  * It exports the xpuml ABI over fixed data for the seed box's 8 P800 cards (bus ids of
- * tests/fixtures/hosts/h3c-hygon-p800) so the ctypes binding runs end to end without a card.
+ * xputune/examples/h3c-hygon-p800.tar.xz) so the ctypes binding runs end to end without a card.
  * Deliberate faults: index 6 is a lost device (every per-device call returns 15), index 7 has
  * no serial (3, not supported), and xpumlDeviceGetPowerUsage is not exported at all (the
  * binding must say 13, function not found). fake_xpuml_fail(name, rc) makes the named
