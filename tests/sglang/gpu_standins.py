@@ -9,6 +9,10 @@ function unchanged. Anything that would actually *run* a GPU kernel through one 
 bug in the test, and the tests never take such a path.
 
 Only names that are not importable for real get a stand-in, and never in the xputune package.
+With XPUTUNE_STANDIN_CALLS=<dir> set, every call of a stand-in (other than bare decorator use)
+appends "import <name>" (made while a module is being imported: decorator factories such as
+triton.autotune(...) or triton.Config(...)) or "run <name>" (any other time) to
+<dir>/calls-<pid>.txt, so the server lane can prove that a serving server never ran one.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import types
 from typing import Any
@@ -39,6 +44,7 @@ class _StandInMeta(type):
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         if len(args) == 1 and not kwargs and callable(args[0]):
             return args[0]  # bare decorator use: @triton.jit
+        _record(cls.__qualname__)
         return _stand_in(f"{cls.__qualname__}()")
 
     def __getitem__(cls, item: Any) -> Any:
@@ -49,6 +55,27 @@ class _StandInMeta(type):
 
     def __bool__(cls) -> bool:
         return False
+
+
+def _importing() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _record(name: str) -> None:
+    directory = os.environ.get("XPUTUNE_STANDIN_CALLS")
+    if not directory:
+        return
+    phase = "import" if _importing() else "run"
+    try:
+        with open(os.path.join(directory, f"calls-{os.getpid()}.txt"), "a") as fh:
+            fh.write(f"{phase} {name}\n")
+    except OSError:
+        pass
 
 
 def _stand_in(name: str) -> type:

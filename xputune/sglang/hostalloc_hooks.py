@@ -26,7 +26,7 @@ import threading
 from math import prod
 from typing import Any
 
-from xputune.sglang import lifo_hooks
+from xputune.sglang import lifo_hooks, stats
 from xputune.sglang.config import ConfigError, PluginConfig
 from xputune.sglang.hooks import Hooks
 from xputune.sglang.targets import POOL_COMMON, POOL_MHA, POOL_MLA, Target, resolve
@@ -138,6 +138,8 @@ def xputune_alloc(
     else:
         _orphans.append(buf)  # allocated outside a hooked pool: keep it alive with the process
     log.info("xputune host KV buffer: %.2f GiB, %s", nbytes / 2**30, _describe(buf))
+    stats.add("host_buffer_bytes", nbytes)
+    stats.set_info(host_buffer=type(buf).__name__, host_buffer_name=getattr(buf, "name", None))
     return tensor
 
 
@@ -162,6 +164,7 @@ def _init_kv_buffer(original: Any, pool: Any) -> Any:
 def _backup(original: Any, pool: Any, *args: Any, **kwargs: Any) -> Any:
     shared = pool.__dict__.get(SHARED_ATTR)
     if shared is not None and not shared.writes_to_host:
+        stats.add("tp_shared_skipped_d2h")
         return None  # TP rank 0 writes the shared buffer; the acks still go through SGLang
     return original(pool, *args, **kwargs)
 

@@ -1,0 +1,142 @@
+"""What the lane asks each server, and the numbers it brings back.
+
+Prompts are token ids (no tokenizer round trip): X, Y, A..E and the suffix S are distinct
+random sequences of 300 tokens (S: 100), longer than --chunked-prefill-size 128, so every
+prompt is prefilled in chunks. The device pool holds 1024 tokens: four fresh 300-token
+prompts (B..E) evict whatever came before them from device memory.
+
+  off         count-once off, ghost off: X once; Y twice
+  count_once  count-once on, ghost off: X once; Y twice; B..E; X+S
+  on          count-once and ghost on: X once; A twice; B..E; A again; X+S
+  tp_shared   MLA at --tp-size 2, --strategy shared (one host buffer for both ranks),
+              write_through: A; B..E; A again
+Backups are the plugin's backup_tokens counter (tokens the cache decided to write to host),
+read before and after each step.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.server.server import Result, Server
+
+LENGTH = 300
+BASE = "lifo,async,kernels"  # on CPU the launcher adds host-buffer; kernels serve the copies
+
+
+def prompts(seed: int = 7) -> dict[str, list[int]]:
+    rng = random.Random(seed)
+    out = {name: [rng.randrange(3, 500) for _ in range(LENGTH)] for name in "XYABCDE"}
+    out["S"] = [rng.randrange(3, 500) for _ in range(100)]
+    return out
+
+
+def _delta(server: Server, before: dict[str, int], key: str = "backup_tokens") -> int:
+    return server.stats().get(key, 0) - before.get(key, 0)
+
+
+def _step(server: Server, ids: list[int]) -> tuple[Result, int, dict[str, int]]:
+    before = server.stats()
+    result = server.generate(ids)
+    after = server.stats()
+    return result, after.get("backup_tokens", 0) - before.get("backup_tokens", 0), after
+
+
+def _evict(server: Server, p: dict[str, list[int]]) -> None:
+    for name in "BCDE":
+        server.generate(p[name])
+
+
+def run(kind: str, model: Path, workdir: Path) -> dict[str, Any]:
+    fn = {"off": _off, "count_once": _count_once, "on": _on, "tp_shared": _tp_shared}[kind]
+    t0 = time.monotonic()
+    out = fn(model, workdir)
+    out["seconds"] = round(time.monotonic() - t0, 1)
+    return out
+
+
+def _off(model: Path, workdir: Path) -> dict[str, Any]:
+    p = prompts()
+    with Server(model, workdir, features=BASE) as server:
+        _, one, _ = _step(server, p["X"])
+        _, first, _ = _step(server, p["Y"])
+        _, second, stats = _step(server, p["Y"])
+        return {
+            "start_seconds": round(server.start_seconds, 1),
+            "one_request_backup": one,
+            "two_requests_backup": first + second,
+            "stats": stats,
+            "log": server.log(),
+            "standin_calls": server.standin_calls(),
+        }
+
+
+def _count_once(model: Path, workdir: Path) -> dict[str, Any]:
+    p = prompts()
+    with Server(model, workdir, features=BASE + ",count-once") as server:
+        _, one, _ = _step(server, p["X"])
+        _, first, _ = _step(server, p["Y"])
+        _, second, _ = _step(server, p["Y"])
+        _evict(server, p)
+        revisit, again, stats = _step(server, p["X"] + p["S"])
+        return {
+            "start_seconds": round(server.start_seconds, 1),
+            "one_request_backup": one,
+            "two_requests_backup": first + second,
+            "reseen_after_eviction_backup": again,
+            "reseen_cached": revisit.cached,
+            "stats": stats,
+            "log": server.log(),
+        }
+
+
+def _on(model: Path, workdir: Path) -> dict[str, Any]:
+    p = prompts()
+    with Server(model, workdir, features=BASE + ",count-once,ghost") as server:
+        _, one, _ = _step(server, p["X"])
+        a_first, a1, _ = _step(server, p["A"])
+        _, a2, _ = _step(server, p["A"])
+        _evict(server, p)
+        a_again, _, _ = _step(server, p["A"])
+        before = server.stats()
+        revisit, again, stats = _step(server, p["X"] + p["S"])
+        return {
+            "start_seconds": round(server.start_seconds, 1),
+            "one_request_backup": one,
+            "two_requests_backup": a1 + a2,
+            "a_first": a_first,
+            "a_again": a_again,
+            "reseen_after_eviction_backup": again,
+            "reseen_cached": revisit.cached,
+            "ghost_proven_backups": stats.get("ghost_proven_backups", 0)
+            - before.get("ghost_proven_backups", 0),
+            "ghost_backed_tokens": stats.get("ghost_backed_tokens", 0)
+            - before.get("ghost_backed_tokens", 0),
+            "stats": stats,
+            "log": server.log(),
+            "standin_calls": server.standin_calls(),
+        }
+
+
+def _tp_shared(model: Path, workdir: Path) -> dict[str, Any]:
+    p = prompts()
+    server = Server(
+        model, workdir, features="lifo,kernels,count-once", write_policy="write_through",
+        extra_args=["--tp-size", "2"], launcher_args=["--strategy", "shared"],
+    )  # fmt: skip
+    with server:
+        first = server.generate(p["A"])
+        _evict(server, p)
+        again = server.generate(p["A"])
+        stats = server.stats()
+        return {
+            "start_seconds": round(server.start_seconds, 1),
+            "a_first": first,
+            "a_again": again,
+            "stats": stats,
+            "ranks": server.stats_files(),
+            "log": server.log(),
+        }

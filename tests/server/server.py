@@ -1,0 +1,235 @@
+"""One real `sglang.launch_server`, started through `xputune launch sglang`, on 127.0.0.1.
+
+The server runs in its own session (process group), so stopping it by its pid also stops the
+engine's scheduler and detokenizer processes: SIGTERM to the group, then SIGKILL after a grace
+period. Every request goes over HTTP to 127.0.0.1; the plugin's counters come from the stats
+files it writes (XPUTUNE_HICACHE_STATS, one per scheduler process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN_SITE = Path(__file__).resolve().parent / "standin_site"
+START_TIMEOUT = float(os.environ.get("XPUTUNE_SERVER_START_TIMEOUT", "240"))
+DEVICE = os.environ.get("XPUTUNE_SERVER_DEVICE", "cpu")  # tests/gpu/run_device_checks.sh: cuda
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerFailed(AssertionError):
+    pass
+
+
+@dataclass
+class Result:
+    output_ids: list[int]
+    logprobs: list[float]
+    cached: int
+    device: int
+    host: int
+
+
+@dataclass
+class Server:
+    """A server with the given plugin features and SGLang flags; use as a context manager."""
+
+    model: Path
+    workdir: Path
+    features: str
+    write_policy: str = "write_through_selective"
+    extra_args: list[str] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    launcher_args: list[str] = field(default_factory=list)
+    max_total_tokens: int = 1024
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    start_seconds: float = 0.0
+
+    @property
+    def stats_dir(self) -> Path:
+        return self.workdir / "stats"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    def command(self) -> list[str]:
+        args = [
+            sys.executable, "-m", "xputune", "launch", "sglang",
+            "--write-policy", self.write_policy, "--features", self.features,
+            "--stats-dir", str(self.stats_dir), *self.launcher_args, "--",
+            "--model-path", str(self.model), "--device", DEVICE,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--max-total-tokens", str(self.max_total_tokens),
+            "--hicache-size", "0", "--hicache-ratio", "2",
+            "--chunked-prefill-size", "128", "--skip-server-warmup",
+            "--max-running-requests", "4", "--log-level", "info", *self.extra_args,
+        ]  # fmt: skip
+        return args
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(STANDIN_SITE), str(REPO), env.get("PYTHONPATH", "")) if p
+        )
+        env["XPUTUNE_TEST_REPO"] = str(REPO)
+        env["XPUTUNE_STANDIN_CALLS"] = str(self.workdir / "standins")
+        env["TOKENIZERS_PARALLELISM"] = "false"
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
+        env["SGLANG_PLUGINS"] = "xputune"
+        env.update(self.extra_env)
+        return env
+
+    def start(self) -> Server:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "standins").mkdir(exist_ok=True)
+        self.port = self.port or free_port()
+        t0 = time.monotonic()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.command(), env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.workdir,
+            )  # fmt: skip
+        try:
+            self._wait_ready(t0)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - t0
+        return self
+
+    def _wait_ready(self, t0: float) -> None:
+        while time.monotonic() - t0 < START_TIMEOUT:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise ServerFailed(f"server exited with {self.proc.returncode}:\n{self.tail()}")
+            try:
+                self._get("/model_info", timeout=2)
+                return
+            except (OSError, urllib.error.URLError):
+                time.sleep(0.5)
+        raise ServerFailed(f"server not ready after {START_TIMEOUT:.0f} s:\n{self.tail()}")
+
+    def stop(self) -> None:
+        """SIGTERM the server's process group (its pid), then SIGKILL what is left."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)  # the server's own group: it leads its session
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline:
+                if proc.poll() is not None and not _group_alive(proc.pid):
+                    return
+                time.sleep(0.2)
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def _get(self, path: str, timeout: float = 10) -> Any:
+        url = f"http://127.0.0.1:{self.port}{path}"
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return json.loads(resp.read())
+
+    def generate(self, ids: list[int], max_new_tokens: int = 4) -> Result:
+        body = {
+            "input_ids": ids,
+            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
+            "return_logprob": True,
+        }
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/generate", json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                out = json.loads(resp.read())
+        except OSError as exc:
+            raise ServerFailed(f"/generate failed ({exc}):\n{self.tail()}") from exc
+        meta = out["meta_info"]
+        details = meta.get("cached_tokens_details") or {}
+        return Result(
+            output_ids=list(out.get("output_ids") or []),
+            logprobs=[float(x[0]) for x in meta.get("output_token_logprobs") or []],
+            cached=int(meta.get("cached_tokens") or 0),
+            device=int(details.get("device", 0)),
+            host=int(details.get("host", 0)),
+        )
+
+    def stats(self, settle: float = 0.6) -> dict[str, int]:
+        """The plugin's counters summed over this server's processes, once they stop moving."""
+        last: dict[str, int] | None = None
+        deadline = time.monotonic() + 15
+        time.sleep(settle)
+        while True:
+            now = self._read_stats()
+            if now == last or time.monotonic() > deadline:
+                return now
+            last = now
+            time.sleep(0.5)
+
+    def stats_files(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted(glob.glob(str(self.stats_dir / "xputune-stats-*.json"))):
+            try:
+                out.append(json.loads(Path(path).read_text()))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def _read_stats(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for data in self.stats_files():
+            for key, value in data["counters"].items():
+                total[key] = total.get(key, 0) + int(value)
+        return total
+
+    def standin_calls(self) -> list[str]:
+        calls = []
+        for path in sorted((self.workdir / "standins").glob("calls-*.txt")):
+            calls += path.read_text().splitlines()
+        return calls
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
