@@ -34,20 +34,22 @@ def prompts(seed: int = 7) -> dict[str, list[int]]:
     return out
 
 
-def _delta(server: Server, before: dict[str, int], key: str = "backup_tokens") -> int:
-    return server.stats().get(key, 0) - before.get(key, 0)
+_last: dict[str, dict[str, int]] = {}  # server workdir -> counters after its last step
 
 
 def _step(server: Server, ids: list[int]) -> tuple[Result, int, dict[str, int]]:
-    before = server.stats()
+    """One request; the backup tokens it caused; the counters after it."""
+    before = _last.get(str(server.workdir)) or server.stats()
     result = server.generate(ids)
     after = server.stats()
+    _last[str(server.workdir)] = after
     return result, after.get("backup_tokens", 0) - before.get("backup_tokens", 0), after
 
 
 def _evict(server: Server, p: dict[str, list[int]]) -> None:
     for name in "BCDE":
         server.generate(p[name])
+    _last.pop(str(server.workdir), None)
 
 
 def run(kind: str, model: Path, workdir: Path) -> dict[str, Any]:
@@ -100,8 +102,7 @@ def _on(model: Path, workdir: Path) -> dict[str, Any]:
         a_first, a1, _ = _step(server, p["A"])
         _, a2, _ = _step(server, p["A"])
         _evict(server, p)
-        a_again, _, _ = _step(server, p["A"])
-        before = server.stats()
+        a_again, _, before = _step(server, p["A"])
         revisit, again, stats = _step(server, p["X"] + p["S"])
         return {
             "start_seconds": round(server.start_seconds, 1),

@@ -8,6 +8,7 @@ files it writes (XPUTUNE_HICACHE_STATS, one per scheduler process).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import json
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -144,11 +146,17 @@ class Server:
                     return
                 time.sleep(0.2)
 
+    def stop_in_background(self) -> None:
+        """stop() on a thread (SGLang's shutdown mostly sleeps); join_stops() waits for it."""
+        thread = threading.Thread(target=self.stop, name=f"stop-{self.port}")
+        thread.start()
+        _stopping.append(thread)
+
     def __enter__(self) -> Server:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        self.stop_in_background()
 
     def tail(self, lines: int = 40) -> str:
         try:
@@ -190,8 +198,9 @@ class Server:
             host=int(details.get("host", 0)),
         )
 
-    def stats(self, settle: float = 0.6) -> dict[str, int]:
-        """The plugin's counters summed over this server's processes, once they stop moving."""
+    def stats(self, settle: float = 0.3) -> dict[str, int]:
+        """The plugin's counters summed over this server's processes, once they stop moving
+        (the plugin rewrites its files within 0.2 s of a change)."""
         last: dict[str, int] | None = None
         deadline = time.monotonic() + 15
         time.sleep(settle)
@@ -200,7 +209,7 @@ class Server:
             if now == last or time.monotonic() > deadline:
                 return now
             last = now
-            time.sleep(0.5)
+            time.sleep(0.3)
 
     def stats_files(self) -> list[dict[str, Any]]:
         out = []
@@ -223,6 +232,18 @@ class Server:
         for path in sorted((self.workdir / "standins").glob("calls-*.txt")):
             calls += path.read_text().splitlines()
         return calls
+
+
+_stopping: list[threading.Thread] = []
+
+
+def join_stops() -> None:
+    """Wait until every server stopped in the background is gone."""
+    while _stopping:
+        _stopping.pop().join()
+
+
+atexit.register(join_stops)
 
 
 def _group_alive(pgid: int) -> bool:

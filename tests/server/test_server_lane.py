@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.server import scenarios
-from tests.server.server import Server, ServerFailed
+from tests.server.server import Server, ServerFailed, join_stops
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -38,6 +38,7 @@ def lane(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
         return _runs[key]
 
     yield get
+    join_stops()
     report = os.environ.get("XPUTUNE_SERVER_REPORT")
     if report:
         Path(report).write_text(json.dumps(_summary(), indent=1, default=_plain))

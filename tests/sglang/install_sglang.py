@@ -10,10 +10,14 @@ What it installs, in this order:
   3. the pure-Python packages that importing sglang's cache modules actually needs, with
      --no-deps and exact versions (sglang's own pins where it has them), so the result is
      the same on every machine;
-  4. this checkout again (editable, no deps) when the xputune entry point in the group
+  4. what a running `sglang.launch_server` needs on CPU on top of that (the real-server lane,
+     tests/server): the web stack (fastapi, uvicorn, uvloop, ...) and the rest of the imports
+     the server's processes make, also exact versions with --no-deps;
+  5. this checkout again (editable, no deps) when the xputune entry point in the group
      sglang.srt.plugins is not visible yet, so SGLang's plugin loader can find it.
-GPU-only modules (triton, torchvision, sgl_kernel) are never installed: the lane's conftest
-stands in for them. Idempotent and fast: when every pin is already met it only reads package
+GPU-only modules (triton, torchvision, sgl_kernel) are never installed: the lanes stand in for
+them (tests/sglang/gpu_standins.py; the server lane loads it in every server process through
+tests/server/standin_site). Idempotent and fast: when every pin is already met it only reads package
 metadata and exits.
 """
 
@@ -79,6 +83,26 @@ PURE: tuple[tuple[str, str], ...] = (
     ("xgrammar", "0.2.1"),
     ("yarl", "1.25.1"),
 )
+# What `python -m sglang.launch_server --device cpu` imports beyond PURE (found by starting one).
+SERVER: tuple[tuple[str, str], ...] = (
+    ("annotated-doc", "0.0.7"),
+    ("cffi", "2.1.1"),
+    ("click", "8.5.1"),
+    ("einops", "0.8.2"),
+    ("fastapi", "0.165.0"),
+    ("jsonschema", "4.26.0"),
+    ("jsonschema-specifications", "2025.9.1"),
+    ("opentelemetry-api", "1.45.2"),
+    ("prometheus-client", "0.26.0"),
+    ("pycparser", "3.12"),
+    ("python-multipart", "0.0.34"),
+    ("referencing", "0.37.0"),
+    ("rpds-py", "2026.9.1"),
+    ("setproctitle", "1.3.8"),
+    ("soundfile", "0.13.1"),
+    ("uvicorn", "0.55.0"),
+    ("uvloop", "0.23.0"),
+)
 
 
 def _installed(name: str) -> str | None:
@@ -109,9 +133,9 @@ def _pip(*args: str) -> None:
 
 
 def main() -> int:
-    todo_pure = missing((SGLANG, *PURE))
+    todo_pure = missing((SGLANG, *PURE, *SERVER))
     if _torch_ok() and not todo_pure and _entry_point_ok():
-        print("sglang lane: torch 2.13.0 (cpu), sglang 0.5.20 and its pure deps already present")
+        print("sglang lanes: torch 2.13.0 (cpu), sglang 0.5.20 and its deps (server too) present")
         return 0
     if not _torch_ok():
         found = _installed(TORCH[0])
@@ -124,7 +148,7 @@ def main() -> int:
     if not _entry_point_ok():
         isolation = [] if _installed("setuptools") is None else ["--no-build-isolation"]
         _pip("--no-deps", *isolation, "-e", str(ROOT))
-    still = missing((SGLANG, *PURE))
+    still = missing((SGLANG, *PURE, *SERVER))
     if still or not _torch_ok():
         print(f"sglang lane: still missing {', '.join(still) or 'torch 2.13.0+cpu'}", flush=True)
         return 1
