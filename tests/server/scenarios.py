@@ -24,7 +24,7 @@ from typing import Any
 from tests.server.server import Result, Server
 
 LENGTH = 300
-BASE = "lifo,async,kernels"  # on CPU the launcher adds host-buffer; kernels serve the copies
+BASE = "lifo,async,kernels,host-buffer"  # kernels serve the copies, host-buffer the host pool
 
 
 def prompts(seed: int = 7) -> dict[str, list[int]]:
@@ -125,7 +125,8 @@ def _on(model: Path, workdir: Path) -> dict[str, Any]:
 def _tp_shared(model: Path, workdir: Path) -> dict[str, Any]:
     p = prompts()
     server = Server(
-        model, workdir, features="lifo,kernels,count-once", write_policy="write_through",
+        model, workdir, features="lifo,kernels,count-once,host-buffer",
+        write_policy="write_through",
         extra_args=["--tp-size", "2"], launcher_args=["--strategy", "shared"],
     )  # fmt: skip
     with server:

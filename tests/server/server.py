@@ -29,6 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 STANDIN_SITE = Path(__file__).resolve().parent / "standin_site"
 START_TIMEOUT = float(os.environ.get("XPUTUNE_SERVER_START_TIMEOUT", "240"))
 DEVICE = os.environ.get("XPUTUNE_SERVER_DEVICE", "cpu")  # tests/gpu/run_device_checks.sh: cuda
+# Extra `xputune launch sglang` options (the GPU script passes --force: a lent GPU box is not
+# tuned to the card profile, and the lane tests the cache, not the host settings).
+LAUNCH_ARGS = os.environ.get("XPUTUNE_SERVER_LAUNCH_ARGS", "").split()
 
 
 def free_port() -> int:
@@ -78,7 +81,7 @@ class Server:
         args = [
             sys.executable, "-m", "xputune", "launch", "sglang",
             "--write-policy", self.write_policy, "--features", self.features,
-            "--stats-dir", str(self.stats_dir), *self.launcher_args, "--",
+            "--stats-dir", str(self.stats_dir), *LAUNCH_ARGS, *self.launcher_args, "--",
             "--model-path", str(self.model), "--device", DEVICE,
             "--host", "127.0.0.1", "--port", str(self.port),
             "--max-total-tokens", str(self.max_total_tokens),

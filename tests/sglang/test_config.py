@@ -57,3 +57,13 @@ def test_garbage_is_one_line_naming_the_variable(env: dict[str, str], message: s
 )
 def test_node_lists_round_trip(nodes: list[int], sep: str) -> None:
     assert parse_node_list(sep.join(map(str, nodes))) == tuple(nodes)
+
+
+def test_host_buffer_and_stats_switches() -> None:
+    cfg = PluginConfig.from_env(
+        {"XPUTUNE_HICACHE_HOST_BUFFER": "1", "XPUTUNE_HICACHE_STATS": "/tmp/xputune-stats"}
+    )
+    assert cfg.features() == ("host_alloc", "stats")
+    assert cfg.host_alloc and cfg.stats_dir == "/tmp/xputune-stats"
+    with pytest.raises(ConfigError, match="expected an absolute directory path"):
+        PluginConfig.from_env({"XPUTUNE_HICACHE_STATS": "relative/dir"})

@@ -79,9 +79,7 @@ def cpu_tier(
 def omp_bind(cpus: list[int], tp: int) -> str:
     """SGLANG_CPU_OMP_THREADS_BIND: the CPUs split into `tp` contiguous groups, '|'-separated."""
     if len(cpus) < tp:
-        raise LaunchError(
-            f"--tp-size {tp} on CPU needs at least {tp} CPUs; this host has {len(cpus)}"
-        )
+        raise LaunchError(f"--tp-size {tp} on CPU needs {tp} CPUs; this host has {len(cpus)}")
     size = len(cpus) // tp
     groups = [cpus[i * size : (i + 1) * size] for i in range(tp)]
     return "|".join(_cpulist(g) for g in groups)
