@@ -2,8 +2,12 @@
 
 SGLang discovers it through the entry point group ``sglang.srt.plugins`` (name ``xputune``,
 ``xputune.sglang.plugin:register``) and runs it in the engine and every scheduler process. It
-hooks through SGLang's HookRegistry, never a fork, and only release 0.5.20 (the last with
-mem_cache/hiradix_cache.py). Importing this package imports neither sglang nor torch.
+hooks through SGLang's HookRegistry, never a fork, and only release 0.5.20. A 0.5.20 server
+builds UnifiedRadixCache (with HiCache attached) and its Python UnifiedTreeCore, so the
+write-policy hooks sit there; HiRadixCache, which 0.5.20 still ships, is hooked too. Once the
+server's cache exists, each feature is proven to act on that very instance and one INFO line
+names the features and the classes hooked (xputune.sglang.live). Importing this package
+imports neither sglang nor torch.
 
 Contract with the launcher (environment variables; everything is off when unset, "1" turns a
 switch on, "0" or empty leaves it off, any other value stops the process with one line):
@@ -25,10 +29,17 @@ switch on, "0" or empty leaves it off, any other value stops the process with on
   XPUTUNE_HICACHE_TP_SHARED=1   MLA host KV shared by the TP group in one /dev/shm buffer;
                                 only TP rank 0 writes it. Implies the LIFO allocator (its
                                 decisions are cross-checked between ranks).
-  XPUTUNE_HICACHE_KERNELS=1     the MLA host pool's layer_first copies use xputune.kernels'
-                                transfer_kv_per_layer_mla / transfer_kv_all_layer_mla
+  XPUTUNE_HICACHE_KERNELS=1     the host pools' layer_first copies use xputune.kernels'
+                                operators: transfer_kv_per_layer_mla / _all_layer_mla (MLA),
+                                transfer_kv_per_layer / _all_layer (MHA, K and V)
                                 (with --hicache-io-backend kernel --hicache-mem-layout
                                 layer_first).
+  XPUTUNE_HICACHE_HOST_BUFFER=1 the host KV buffer is an xputune HostBuffer (registered with
+                                the device runtime where there is one, plain memory on a
+                                CPU-only host, where SGLang's own cudaHostRegister fails).
+  XPUTUNE_HICACHE_STATS=<dir>   each scheduler process keeps <dir>/xputune-stats-<pid>.json
+                                current: backups written, copies run, LIFO allocations, lane
+                                jobs, double counts suppressed, ghost drops and backups.
   XPUTUNE_HICACHE_ON_MISMATCH=exit|warn  what a version or hook-target mismatch does: stop
                                 the process (default) or serve unpatched; both print one line
                                 "xputune cache plugin refused: <target>: <reason>".

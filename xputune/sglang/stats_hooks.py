@@ -48,17 +48,20 @@ def _after_write_backup(result: Any, cache: Any, *args: Any, **kwargs: Any) -> N
         stats.add("backup_tokens", int(result))
 
 
-def _before_backup(pool: Any, device_pool: Any, host_indices: Any, *args: Any, **kw: Any) -> None:
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
+    return kwargs[name] if name in kwargs else (args[index] if len(args) > index else None)
+
+
+def _before_backup(pool: Any, *args: Any, **kwargs: Any) -> None:
+    host_indices = _arg(args, kwargs, 1, "host_indices")
     stats.add("d2h_calls")
-    stats.add("d2h_tokens", len(host_indices))
+    stats.add("d2h_tokens", len(host_indices) if host_indices is not None else 0)
 
 
-def _before_load(
-    pool: Any, device_pool: Any, host_indices: Any, device_indices: Any, layer_id: int,
-    *args: Any, **kw: Any,
-) -> None:  # fmt: skip
+def _before_load(pool: Any, *args: Any, **kwargs: Any) -> None:
+    host_indices = _arg(args, kwargs, 1, "host_indices")
     stats.add("h2d_layer_calls")
-    if layer_id == 0:
+    if _arg(args, kwargs, 3, "layer_id") == 0 and host_indices is not None:
         stats.add("h2d_tokens", len(host_indices))
 
 
