@@ -1,7 +1,8 @@
 """Every plugin feature, proven by behaviour in a running sglang 0.5.20 server on CPU.
 
-For MLA (DeepSeek-V2-style) and MHA (Llama-style) tiny models, three servers each: the
-feature off, count-once alone, count-once with the ghost list (see scenarios.py). Then MLA at
+For MLA (DeepSeek-V2-style) and MHA (Llama-style) tiny models: the features off, and
+count-once with the ghost list on (see scenarios.py); for MLA also count-once alone, the
+ghost list's baseline (a third MHA server would repeat the same cache code for 30-70 s). Then MLA at
 TP 2 with one shared host buffer, and a bad switch that must stop the server at once. The
 numbers each test saw are in its assertion messages; XPUTUNE_SERVER_REPORT=<file> also writes
 them all as JSON.
@@ -84,32 +85,33 @@ def test_a_host_round_trip_returns_the_same_greedy_output(lane, kind: str) -> No
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_b_count_once_one_request_writes_nothing_two_requests_write(lane, kind: str) -> None:
-    off, co, on = lane(kind, "off"), lane(kind, "count_once"), lane(kind, "on")
-    numbers = {
-        "off": (off["one_request_backup"], off["two_requests_backup"]),
-        "count_once": (co["one_request_backup"], co["two_requests_backup"]),
-        "on": (on["one_request_backup"], on["two_requests_backup"]),
-    }
+    off, on = lane(kind, "off"), lane(kind, "on")
+    runs = {"off": off, "on": on}
+    if kind == "mla":
+        runs["count_once"] = lane(kind, "count_once")
+    numbers = {n: (r["one_request_backup"], r["two_requests_backup"]) for n, r in runs.items()}
     msg = f"{kind}: backup tokens (one request, two requests) {numbers}"
     # Off: one request is inserted twice and so counts twice: its prompt is written alone.
     assert off["one_request_backup"] >= scenarios.LENGTH - 16, msg
     # On: one request writes nothing; a second distinct request writes the prompt.
-    for run in (co, on):
-        assert run["one_request_backup"] == 0, msg
-        assert run["two_requests_backup"] >= scenarios.LENGTH - 16, msg
-    assert co["stats"].get("count_once_suppressed", 0) > 0, co["stats"]
+    for name, run in runs.items():
+        if name != "off":
+            assert run["one_request_backup"] == 0, msg
+            assert run["two_requests_backup"] >= scenarios.LENGTH - 16, msg
+    assert on["stats"].get("count_once_suppressed", 0) > 0, on["stats"]
+    assert "count_once_suppressed" not in off["stats"], off["stats"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_c_ghost_list_writes_back_only_the_proven_prefix(lane, kind: str) -> None:
-    co, on = lane(kind, "count_once"), lane(kind, "on")
+    on = lane(kind, "on")
+    without = lane(kind, "count_once")["reseen_after_eviction_backup"] if kind == "mla" else None
     msg = (
-        f"{kind}: X evicted unbacked, then X+S: backup tokens without ghost "
-        f"{co['reseen_after_eviction_backup']}, with ghost {on['reseen_after_eviction_backup']} "
-        f"(ghost proven backups {on['ghost_proven_backups']}, "
-        f"tokens {on['ghost_backed_tokens']})"
+        f"{kind}: X evicted unbacked, then X+S: backup tokens without ghost {without}, with "
+        f"ghost {on['reseen_after_eviction_backup']} (ghost proven backups "
+        f"{on['ghost_proven_backups']}, tokens {on['ghost_backed_tokens']})"
     )
-    assert co["reseen_after_eviction_backup"] == 0, msg
+    assert without in (0, None), msg
     written = on["reseen_after_eviction_backup"]
     # X (300 tokens) proven reused is written; its one-off suffix S (100 tokens) is not.
     assert scenarios.LENGTH - 16 <= written <= scenarios.LENGTH, msg
