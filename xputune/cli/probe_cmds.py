@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, host_from
 from xputune.cli.probe_run import run_probe
+
+if TYPE_CHECKING:
+    from xputune.topology.model import Topology
 
 
 def probe(
@@ -31,12 +34,29 @@ def probe(
             "as unknown with a warning (for checking recordings).",
         ),
     ] = False,
+    vendor_topo: Annotated[
+        str | None,
+        typer.Option(
+            "--vendor-topo",
+            metavar="FILE",
+            help="A saved `nvidia-smi topo -m` or `xpu-smi topo -m` of this host: its NV# "
+            "(NVLink) and XL (XPU Link) relations between cards go into the relation matrix "
+            "(for recordings made before `record` saved them; '-' reads stdin).",
+        ),
+    ] = None,
 ) -> None:
     """Show cards, NUMA nodes, PCIe switches (uplinks), NICs and host settings in one picture.
 
     Cards are Kunlunxin XPUs, NVIDIA GPUs or other accelerators. The relation matrix uses the
     legend of `nvidia-smi topo -m`; uplink groups are cards sharing a switch upstream port; the
     settings table says what helps or hurts the host-to-device KV path.
+
+    Links between cards that PCIe cannot show come from the vendor: NV# (NVLink, from NVML on a
+    live NVIDIA host) and XL (XPU Link, from `xpu-smi topo -m` on a live Kunlunxin host), or,
+    for a recording, from the vendor outputs `record` saved in it, or from --vendor-topo FILE.
+    Cards are matched by bus id where the vendor gives one, else by card order. Where the
+    vendor and PCIe disagree on a PCIe-level relation, PCIe is kept with a warning. The
+    matrix's title says what it is made of, e.g. "PCIe (sysfs) + nvidia-smi topo -m".
 
     Where the vendor library is installed (Kunlunxin libxpuml.so, NVIDIA NVML), each card's
     product name, memory and driver version are added (JSON: vendor_info). A recording uses
@@ -56,8 +76,9 @@ def probe(
         xputune probe --root box.tar.gz --format json | jq '.cards[].numa_node'
         xputune probe --fallback-example h3c-hygon-p800
         xputune probe --root box.tar.gz --strict
+        xputune probe --root old-box.tar.gz --vendor-topo nvidia-smi-topo-m.txt
     """
-    run_probe(root, example, fmt, fallback_example, strict)
+    run_probe(root, example, fmt, fallback_example, strict, vendor_topo)
 
 
 def record(
@@ -73,13 +94,31 @@ def record(
     `lstopo --input` reads it too. MAC addresses, serial numbers, GUIDs and host names are
     scrubbed unless --no-scrub. Send the file with a bug report or plan on a laptop.
 
+    On a live host with NVIDIA or Kunlunxin cards, what the vendor tool prints is saved too:
+    `nvidia-smi topo -m` and `nvidia-smi -q -x`, or `xpu-smi topo -m` and `xpu-smi -q -x`
+    (where the tool is installed), under xputune/vendor/ in the recording, so that probe of
+    the recording shows the NV# / XL links between cards. Serials and UUIDs in the -q -x
+    document are scrubbed like the rest. A tool that is missing or fails costs only its file
+    (a note on stderr says so).
+
     Example:
 
         xputune record box.tar.gz && xputune probe --root box.tar.gz
     """
+    from xputune.devices.vendor_files import capture
     from xputune.topology.recording import record as record_host
 
-    topo, count = record_host(host_from(root, None), out, scrub=not no_scrub)
+    view = host_from(root, None)
+    notes: list[str] = []
+
+    def vendor_outputs(topo: Topology) -> dict[str, bytes]:
+        files, said = capture(view, topo, scrub=not no_scrub)
+        notes.extend(said)
+        return files
+
+    topo, count = record_host(view, out, scrub=not no_scrub, extra=vendor_outputs)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
     typer.echo(f"recorded {count} entries of {topo.source} to {out}", err=True)
 
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from xputune.host.values import format_cpulist
 from xputune.topology.model import RELATION_HELP, Ordering, Topology
+from xputune.topology.serialize import PCIE_ONLY
 from xputune.topology.verdicts import settings_verdicts
 
 if TYPE_CHECKING:
@@ -45,27 +46,28 @@ def summary(topo: Topology) -> Text:
     )
 
 
-def matrix(topo: Topology) -> Table:
+def _style(code: str) -> str:
+    if code.startswith(("NV", "XL")):
+        return "bold magenta"  # a vendor link (NVLink, XPU Link): nearer than any PCIe path
+    return COLORS.get(code, "")
+
+
+COLORS = {"X": "dim", "PIX": "green", "PXB": "green", "PHB": "cyan", "NODE": "yellow", "SYS": "red"}
+
+
+def matrix(topo: Topology, source: str = PCIE_ONLY) -> Table:
     names = [c.name for c in topo.cards] + [n.name for n in topo.nics]
-    table = Table(title="Relations (nvidia-smi topo -m legend)", title_justify="left")
+    table = Table(title=f"Relations from {source}", title_justify="left")
     table.add_column("")
     for name in names:
         table.add_column(name, justify="center")
     table.add_column("CPU Affinity")
     table.add_column("NUMA Affinity", justify="center")
-    colors = {
-        "X": "dim",
-        "PIX": "green",
-        "PXB": "green",
-        "PHB": "cyan",
-        "NODE": "yellow",
-        "SYS": "red",
-    }
     affinity = {c.name: (c.local_cpus, c.numa_node) for c in topo.cards}
     affinity.update({n.name: (topo.pci[n.bdf].local_cpus, n.numa_node) for n in topo.nics})
     for row in names:
         cells = [
-            Text(topo.relations[row][col], style=colors[topo.relations[row][col]]) for col in names
+            Text(topo.relations[row][col], style=_style(topo.relations[row][col])) for col in names
         ]
         cpus, node = affinity[row]
         table.add_row(row, *cells, format_cpulist(cpus) or "-", "-" if node is None else str(node))
@@ -223,11 +225,14 @@ def settings_table(topo: Topology) -> Table:
 
 
 def render(
-    topo: Topology, console: Console, vendor: Mapping[str, VendorInfo] | None = None
+    topo: Topology,
+    console: Console,
+    vendor: Mapping[str, VendorInfo] | None = None,
+    relation_source: str = PCIE_ONLY,
 ) -> None:
     parts: list = [summary(topo)]
     if topo.cards or topo.nics:
-        parts += [matrix(topo), legend()]
+        parts += [matrix(topo, relation_source), legend()]
     if topo.cards:
         parts.append(cards_table(topo))
         if vendor:

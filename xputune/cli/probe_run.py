@@ -14,7 +14,7 @@ import sys
 from xputune.cli.output import Format, console, emit_data
 from xputune.host import open_host
 
-_OPTIONS = {"--root", "--example", "--format", "--fallback-example"}
+_OPTIONS = {"--root", "--example", "--format", "--fallback-example", "--vendor-topo"}
 _FLAGS = {"--strict"}
 _ALIASES = {"-f": "--format"}
 
@@ -25,8 +25,10 @@ def run_probe(
     fmt: Format,
     fallback_example: str | None,
     strict: bool = False,
+    vendor_topo: str | None = None,
 ) -> None:
     from xputune.devices.enrich import vendor_info
+    from xputune.devices.link_sources import vendor_links
     from xputune.topology.discover import discover
 
     host = open_host(root, example)
@@ -40,14 +42,15 @@ def run_probe(
     vendor = vendor_info(topo, live=host.live)
     for note in vendor.notes:
         sys.stderr.write(f"note: {note}\n")
+    topo, source = vendor_links(topo, host, vendor, vendor_topo)
     if fmt is Format.table:
         from xputune.cli.probe_render import render
 
-        render(topo, console(), vendor.cards)
+        render(topo, console(), vendor.cards, source)
     else:
         from xputune.topology.serialize import to_dict
 
-        emit_data(to_dict(topo, vendor.as_json()), fmt)
+        emit_data(to_dict(topo, vendor.as_json(), relation_source=source), fmt)
 
 
 def parse_fast(argv: list[str]) -> dict[str, str] | None:
@@ -88,5 +91,6 @@ def fast_probe(argv: list[str]) -> bool:
         Format(opts.get("--format", "table")),
         opts.get("--fallback-example"),
         "--strict" in opts,
+        opts.get("--vendor-topo"),
     )
     return True

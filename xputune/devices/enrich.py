@@ -35,6 +35,7 @@ class Provider(NamedTuple):
     env: str
     paths: tuple[str, ...]
     module: str  # imported lazily; has read_cards(path) -> dict[bus id, VendorInfo]
+    # and, where the library knows links between cards, read(path) -> (cards, links)
 
 
 PROVIDERS = (
@@ -44,27 +45,40 @@ PROVIDERS = (
 
 
 class Enrichment(NamedTuple):
-    """VendorInfo by card bus id, plus notes for explicit overrides that failed."""
+    """VendorInfo by card bus id, plus notes for explicit overrides that failed.
+
+    `links` holds the links between cards that a library reported in the same session
+    ({bus id: {bus id: "NV18"}}, NVML only; see devices/links.py), with the library's name.
+    """
 
     cards: dict[str, VendorInfo]
     notes: tuple[str, ...] = ()
+    links: dict[str, dict[str, str]] | None = None
+    links_source: str | None = None
 
     def as_json(self) -> dict[str, dict[str, Any]]:
         """Per bus id, the probe document's "vendor_info" object."""
         return {bdf: info.as_json() for bdf, info in self.cards.items()}
 
 
-def _read(provider: Provider, path: str) -> dict[str, VendorInfo]:
-    read_cards: Callable[[str], dict[str, VendorInfo]] = importlib.import_module(
-        provider.module
-    ).read_cards
-    return read_cards(path)
+LINK_SOURCES = {"nvidia": "NVLink (NVML)"}
+
+
+def _read(provider: Provider, path: str) -> tuple[dict[str, VendorInfo], dict | None]:
+    module = importlib.import_module(provider.module)
+    read: Callable[[str], tuple[dict[str, VendorInfo], dict]] | None = getattr(module, "read", None)
+    if read is not None:
+        return read(path)
+    read_cards: Callable[[str], dict[str, VendorInfo]] = module.read_cards
+    return read_cards(path), None
 
 
 def vendor_info(topo: Topology, live: bool) -> Enrichment:
     """VendorInfo for each card of `topo` that a vendor library reports, keyed by bus id."""
     cards: dict[str, VendorInfo] = {}
     notes: list[str] = []
+    links: dict[str, dict[str, str]] | None = None
+    links_source: str | None = None
     for provider in PROVIDERS:
         wanted = {c.bdf for c in topo.cards if c.vendor == provider.vendor}
         if not wanted:
@@ -73,11 +87,14 @@ def vendor_info(topo: Topology, live: bool) -> Enrichment:
         if path is None:
             continue
         try:
-            found = _read(provider, path)
+            found, found_links = _read(provider, path)
         except Exception as exc:  # an optional vendor library must never break the probe
             if override(provider.env):
                 why = str(exc) if isinstance(exc, XputuneError) else f"{type(exc).__name__}: {exc}"
                 notes.append(f"{provider.env}={path}: {why}; vendor details skipped")
             continue
         cards.update({bdf: info for bdf, info in found.items() if bdf in wanted})
-    return Enrichment(cards, tuple(notes))
+        if found_links is not None:
+            links = {**(links or {}), **found_links}
+            links_source = LINK_SOURCES.get(provider.vendor, provider.vendor)
+    return Enrichment(cards, tuple(notes), links, links_source)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-# Relation legend, nearest first (same letters as `nvidia-smi topo -m`).
+# Relation legend, nearest first (same letters as `nvidia-smi topo -m`). RELATIONS are the
+# PCIe relations discovery derives from sysfs; NV# and XL are links between cards that only the
+# vendor knows (devices/links.py merges them in), so they are in the legend but not ranked here.
 RELATIONS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 RELATION_HELP = {
     "X": "self",
@@ -18,6 +20,8 @@ RELATION_HELP = {
     "PHB": "through a PCIe host bridge (same root complex)",
     "NODE": "different host bridges within one NUMA node",
     "SYS": "across the NUMA interconnect (between sockets or dies)",
+    "NV#": "a bonded set of # NVLinks (NVIDIA; from NVML or nvidia-smi, not PCIe)",
+    "XL": "XPU Link between Kunlunxin cards (from xpu-smi, not PCIe)",
 }
 
 

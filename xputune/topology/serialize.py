@@ -9,6 +9,7 @@ from xputune.host.values import format_cpulist
 from xputune.topology.model import RELATION_HELP, Link, Ordering, Topology
 
 SCHEMA_VERSION = 1
+PCIE_ONLY = "PCIe (sysfs)"  # what the relation matrix is made of without a vendor source
 
 
 def _link(link: Link) -> dict[str, Any]:
@@ -31,13 +32,18 @@ def _ordering(ordering: Ordering) -> dict[str, Any]:
 
 
 def to_dict(
-    topo: Topology, vendor: Mapping[str, Mapping[str, Any]] | None = None
+    topo: Topology,
+    vendor: Mapping[str, Mapping[str, Any]] | None = None,
+    relation_source: str = PCIE_ONLY,
 ) -> dict[str, Any]:
     """The document; `vendor` maps a card's bus id to its vendor-library details.
 
     Vendor details are plain data made by the layer above (devices/), which topology/ must not
     import; a card without them gets "vendor_info": null (added in schema_version 1, additive;
-    "vendor" was already the card's vendor family).
+    "vendor" was already the card's vendor family). `relation_source` says what "relations"
+    is made of ("PCIe (sysfs)", or with the vendor's links: "PCIe (sysfs) + NVLink (NVML)",
+    "PCIe (sysfs) + nvidia-smi topo -m", ...; added in schema_version 1, additive); relation
+    codes then include NV# and XL, which "relation_legend" explains.
     """
     vendor = vendor or {}
     s = topo.settings
@@ -121,6 +127,7 @@ def to_dict(
         ],
         "relations": topo.relations,
         "relation_legend": RELATION_HELP,
+        "relation_source": relation_source,
         "settings": {
             "thp_enabled": s.thp_enabled,
             "thp_defrag": s.thp_defrag,

@@ -33,7 +33,11 @@ def find_tool() -> str | None:
     return next((p for p in KNOWN_PATHS if os.access(p, os.X_OK)), None)
 
 
-def _run(tool: str, args: tuple[str, ...], timeout: float) -> str:
+def run_bytes(tool: str, args: tuple[str, ...], timeout: float) -> bytes:
+    """What `tool args` prints on stdout; SmiTimeout, or SmiError on a failure or non-zero exit.
+
+    Any vendor tool (xpu-smi, nvidia-smi): `record` saves their outputs this way.
+    """
     try:
         done = subprocess.run(
             [tool, *args],
@@ -50,7 +54,11 @@ def _run(tool: str, args: tuple[str, ...], timeout: float) -> str:
         said = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
         detail = said[-1] if said else "no output"
         raise SmiError(f"{tool} {' '.join(args)}: exit {done.returncode}: {detail}")
-    return done.stdout.decode("utf-8", "replace")
+    return done.stdout
+
+
+def _run(tool: str, args: tuple[str, ...], timeout: float) -> str:
+    return run_bytes(tool, args, timeout).decode("utf-8", "replace")
 
 
 def _nvml_report() -> SmiReport | None:
