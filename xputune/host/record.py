@@ -15,6 +15,7 @@ import re
 import stat
 import tarfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from xputune.errors import HostError
@@ -176,11 +177,14 @@ def write_recording(
     *,
     scrub: bool = True,
     top: str | None = None,
-    replace: dict[str, bytes] | None = None,
+    replace: Mapping[str, bytes] | None = None,
+    extra: Mapping[str, bytes] | None = None,
 ) -> int:
     """Write `paths` (as read through `view`) to the tarball `out`; returns the member count.
 
-    `replace` substitutes the content of some files (e.g. pci.ids cut down to the IDs present).
+    `replace` substitutes the content of some files (e.g. pci.ids cut down to the IDs present);
+    `extra` adds files at host paths whether or not the tree holds them (the vendor tools'
+    outputs that `record` saves beside sys/ and proc/).
     """
     capture = _Capture(view, scrub)
     seen = view.contents or {}
@@ -189,6 +193,8 @@ def write_recording(
     for path, data in (replace or {}).items():
         if path in capture.entries and capture.entries[path].kind == "file":
             capture.entries[path] = _Entry("file", data=data)
+    for path, data in (extra or {}).items():
+        capture.entries[path] = _Entry("file", data=data)
     top = top or _top_name(out)
     mode = {".gz": "w:gz", ".tgz": "w:gz", ".bz2": "w:bz2", ".xz": "w:xz"}.get(
         os.path.splitext(out)[1], "w"
