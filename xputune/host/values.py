@@ -261,6 +261,6 @@ def parse_size(text: str, path: str) -> int | None:
         return None
     scale = _SIZE_SUFFIX.get(value_text[-1:], 1)
     digits = value_text[:-1] if value_text[-1:] in _SIZE_SUFFIX else value_text
-    if not digits.isdigit():
+    if not digits.isdecimal():
         raise HostDataError(path, text, "expected a size like 64g, 1048576k or 50%")
     return int(digits) * scale

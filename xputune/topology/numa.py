@@ -199,9 +199,9 @@ def discover_cpu(
         if key == "processor":
             listed += 1
             digits = number or value  # s390x: "processor 0: ..."; elsewhere "processor : 0"
-            processor = int(digits) if digits.isdigit() else None
+            processor = int(digits) if digits.isdecimal() else None
         elif key == "physical id":
-            if processor is not None and value.isdigit():
+            if processor is not None and value.isdecimal():
                 package_cpus.setdefault(int(value), []).append(processor)
         else:
             fields.setdefault(key, value)

@@ -247,7 +247,7 @@ def discover_pci(reader: Reader) -> dict[str, PciFunction]:
             local_cpus=_local_cpus(reader, base),
             link=_link(reader, base),
             driver=view.link_name(f"{base}/driver"),
-            iommu_group=int(group) if group and group.isdigit() else None,
+            iommu_group=int(group) if group and group.isdecimal() else None,
             ordering=cfg.ordering,
             is_virtual_function=view.exists(f"{base}/physfn")
             or (vendor_id, device_id) in table.virtual_functions,
