@@ -11,10 +11,11 @@ committed), then runs, interleaved for several rounds, each as a child process:
   base   the same command from another checkout (--base DIR, e.g. a `git worktree` of the
          commit before the change), for before/after figures
 and prints min/median/max wall time, each one's ratio to json in the same round, and each
-child's peak RSS (os.wait4). Also: `--sample-rate 0.01` (time, and its worst error against the
-exact curve at fixed capacities; it still decodes every line, see traces.TraceReader for why),
-the gzip-compressed trace, and the long-prompt trace.
-The exact curve of tiers and base must agree exactly (compared on their JSON output).
+child's peak RSS (os.wait4). Also: `--sample-rate 0.01` (time and peak RSS: it reads the trace
+twice, ids only then batches, see hitrate.sampled_curve_stream; and its worst error against the
+exact curve at fixed capacities), the gzip-compressed trace, and the long-prompt trace.
+The exact curves of tiers and base must agree exactly, and so must their sampled curves
+(compared on their JSON output).
 
 Run (2 cores shared? keep the rounds up and read the ratios, which are taken side by side):
   git worktree add /tmp/tiers-base <commit>    # optional, for the before figures
@@ -188,6 +189,12 @@ def main() -> None:
                 env_for(args.base),
             )
         compare(max(2, args.rounds // 2), sampled)
+        if args.base:
+            flags = (*capflags, "--sample-rate", "0.01")
+            same = curve_of(tiers_cmd(trace, *flags), here, tmp) == curve_of(
+                tiers_cmd(trace, *flags), env_for(args.base), tmp
+            )
+            print(f"sampled 0.01 curve, tiers vs base: {'identical' if same else 'DIFFERENT'} JSON")
         for rate in ("0.1", "0.01"):
             approx = curve_of(tiers_cmd(trace, *capflags, "--sample-rate", rate), here, tmp)
             err = max(

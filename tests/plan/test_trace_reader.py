@@ -1,5 +1,6 @@
 """The streaming trace reader: the same Trace as the per-line reference parsers, the same
-exact curve as exact_curve, errors that name the line, compressed streams."""
+exact curve as exact_curve and the same sampled curve as sampled_curve (streamed in two
+passes), errors that name the line, compressed streams."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xputune.cli.entry import main
-from xputune.plan.hitrate import curve_from_batches, exact_curve, sampled_curve
+from xputune.plan.hitrate import (
+    TraceError,
+    curve_from_batches,
+    exact_curve,
+    sampled_curve,
+    sampled_curve_stream,
+)
+from xputune.plan.stackdist import IdCounter, scan_ids
 from xputune.plan.traces import (
     TraceFormatError,
     TraceReader,
@@ -205,20 +213,193 @@ def test_cli_sampled_mode_is_the_library_sampled_curve(tmp_path: Path, capsys) -
     assert data["trace"]["distinct_blocks"] == ref.distinct_blocks
 
 
-def test_root_sampling_skips_lines_and_matches_a_weighted_pass() -> None:
-    """The skipping sampler (library only) keeps whole trees: the kept requests' pass with
-    every block weighted by 1/rate is the one stack_distances gives with uniform weights."""
-    from xputune.plan.hitrate import _curve_from_positions
-    from xputune.plan.stackdist import dense_ids, stack_distances
+# ------------------------------------------------------------------ the streamed sampled curve
 
-    text = "".join(_mooncake_lines(random.Random(5), 3000, roots=400))
-    reader = _reader(text, 2000, sample_rate=0.1)
-    batches = list(reader)
-    kept = read_trace(_reader(text, 2000, sample_rate=0.1))
-    assert 0 < kept.requests < reader.requests == 3000
-    dense, n = dense_ids(kept.block_ids)
-    pos, _ = stack_distances(dense, kept.offsets, n, np.full(n, 10, np.int32))
-    curve = curve_from_batches(iter(batches), 512, scale=10)
-    assert np.array_equal(curve.cum_hit_tokens, _curve_from_positions(pos, kept.block_tokens * 10))
-    roots = {int(kept.block_ids[o]) for o in kept.offsets[:-1] if o < kept.accesses}
-    assert roots <= reader.kept_roots
+
+def _same_sampled(a, b) -> None:
+    """Every field of two curves equal, the arrays exactly."""
+    assert a.cum_hit_tokens.dtype == b.cum_hit_tokens.dtype
+    assert np.array_equal(a.cum_hit_tokens, b.cum_hit_tokens)
+    for field in (
+        "block_size",
+        "total_tokens",
+        "accesses",
+        "distinct_blocks",
+        "chain_violations",
+        "sample_rate",
+        "sampled_accesses",
+    ):
+        assert getattr(a, field) == getattr(b, field), field
+
+
+def _zipf_lines(seed: int, n: int, prompts: int, docs: int = 300, zipf: float = 1.1) -> str:
+    """Mooncake lines like the benchmark's: a shared system prompt, then a Zipf document."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, docs + 1) ** zipf
+    doc = rng.choice(docs, size=n, p=weights / weights.sum())
+    out = []
+    for i in range(n):
+        k = int(rng.integers(1, 12))
+        p = int(rng.integers(0, max(1, prompts)))
+        head = min(2, k) if prompts else 0
+        ids = [p * 2 + j for j in range(head)]
+        ids += [1000 + (p * docs + int(doc[i])) * 64 + j for j in range(k - head)]
+        length = k * 512 - int(rng.integers(0, 512))
+        out.append(json.dumps({"timestamp": i, "input_length": length, "hash_ids": ids}) + "\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.25, 0.1, 0.03, 0.01])
+@pytest.mark.parametrize(
+    ("kind", "seed"),
+    [("tree", 0), ("tree", 1), ("tree", 2), ("zipf", 3), ("zipf", 4), ("flat", 5)],
+)
+def test_streamed_sampled_curve_is_sampled_curve(kind: str, seed: int, rate: float) -> None:
+    """The exact arrays of today's in-memory estimator, on varied traces and rates."""
+    if kind == "tree":
+        text = "".join(_mooncake_lines(random.Random(seed), 3000, roots=60, fanout=5))
+    elif kind == "zipf":
+        text = _zipf_lines(seed, 3000, prompts=4)
+    else:  # no shared prompt: hot set of documents only
+        text = _zipf_lines(seed, 3000, prompts=0, zipf=0.6)
+    ref = sampled_curve(parse_mooncake(text.splitlines(keepends=True)), rate, seed=seed)
+    reader = _reader(text, 5000)
+    _same_sampled(sampled_curve_stream(reader, rate, seed=seed), ref)
+    assert reader.requests == len([ln for ln in text.splitlines() if ln.strip()])
+    assert ref.sampled_accesses < ref.accesses
+
+
+def test_streamed_sampled_curve_of_generic_traces() -> None:
+    rng = random.Random(11)
+    lines = []
+    for i in range(2000):
+        k = rng.randrange(0, 8)
+        rec: dict = {"hashes": [rng.randrange(9) for _ in range(k)]}
+        if i == 0:
+            rec["page_size"] = 16
+        if k and rng.random() < 0.3:
+            rec["input_length"] = (k - 1) * 16 + rng.randrange(1, 30)
+        lines.append(json.dumps(rec) + "\n")
+    lines.insert(500, json.dumps({"tokens": list(range(70))}) + "\n")  # the per-line path
+    text = "".join(lines)
+    for rate in (0.5, 0.1):
+        ref = sampled_curve(parse_generic(lines), rate)
+        _same_sampled(sampled_curve_stream(_reader(text, 3000), rate), ref)
+
+
+def test_streamed_sampled_curve_reads_odd_lines_like_the_decoder() -> None:
+    """Lines that the id scan leaves to the decoder (escapes, CRLF, the key twice, a float
+    elsewhere) give the same curve; so do a gzip stream and one that cannot seek."""
+    base = _zipf_lines(8, 2500, prompts=3)
+    lines = base.splitlines(keepends=True)
+    lines[10] = lines[10].replace('"timestamp"', '"time\\u0073tamp"')
+    lines[700] = lines[700].replace('"timestamp": 700', '"note": "hash_ids"')
+    lines[1400] = lines[1400].replace("\n", "\r\n")
+    lines[2000] = lines[2000].replace('"timestamp": 2000', '"timestamp": 2000.5')
+    text = "".join(lines)
+    ref = sampled_curve(parse_mooncake(text.splitlines(keepends=True)), 0.1)
+    _same_sampled(sampled_curve_stream(_reader(text, 4096), 0.1), ref)
+
+    packed = gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(text.encode())), mode="rb")
+    _same_sampled(sampled_curve_stream(TraceReader(packed, chunk_bytes=4096), 0.1), ref)
+
+    class OneWay(io.RawIOBase):
+        def __init__(self, data: bytes) -> None:
+            self._inner = io.BytesIO(data)
+
+        def readable(self) -> bool:
+            return True
+
+        def seekable(self) -> bool:
+            return False
+
+        def readinto(self, b) -> int:
+            return self._inner.readinto(b)
+
+    one_way = TraceReader(io.BufferedReader(OneWay(text.encode())), chunk_bytes=4096)
+    _same_sampled(sampled_curve_stream(one_way, 0.1), ref)
+
+
+def test_streamed_sampled_curve_edge_cases(tmp_path: Path) -> None:
+    text = _zipf_lines(2, 400, prompts=2)
+    exact = curve_from_batches(_reader(text))
+    _same_curve(sampled_curve_stream(_reader(text), 1.0), exact)  # rate 1: the exact curve
+    _same_curve(sampled_curve_stream(_reader(text), 0.7), exact)  # rounds to scale 1
+    with pytest.raises(ValueError):
+        sampled_curve_stream(_reader(text), 0.0)
+    empty = sampled_curve_stream(_reader('{"input_length": 5, "hash_ids": []}\n'), 0.1)
+    assert empty.accesses == 0 and empty.max_hit_rate == 0.0
+    with pytest.raises(TraceFormatError) as err:  # a bad line is named, from either pass
+        sampled_curve_stream(_reader(text + '{"input_length": 1, "hash_ids": [1, 2]}\n'), 0.1)
+    assert err.value.line == 401
+
+
+def test_a_trace_that_changes_between_the_passes_is_refused() -> None:
+    first = _zipf_lines(1, 300, prompts=2).encode()
+    second = _zipf_lines(2, 300, prompts=2).encode()
+
+    class Changing(io.BytesIO):
+        def seek(self, pos: int, whence: int = 0) -> int:
+            self.__init__(second)
+            return 0
+
+    with pytest.raises(TraceError, match="read differently"):
+        sampled_curve_stream(TraceReader(Changing(first)), 0.1)
+
+
+def test_id_counter_ranks_like_numpy() -> None:
+    rng = np.random.default_rng(3)
+    ids = np.concatenate(
+        [
+            np.full(70_000, 7, np.uint64),  # counts past the tally, sorted instead
+            np.full(66_000, 2**64 - 1, np.uint64),
+            rng.integers(0, 5000, 200_000).astype(np.uint64) * np.uint64(2**40),
+        ]
+    )
+    rng.shuffle(ids)
+    counter = IdCounter()
+    for part in np.array_split(ids, 7):
+        counter.add(part)
+    values, counts = np.unique(ids, return_counts=True)
+    assert counter.info()[:2] == (len(values), len(ids))
+    ranked = np.sort(counts)[::-1]
+    for rank in (1, 2, 3, 10, 100, len(values)):
+        assert counter.rank(rank) == ranked[rank - 1]
+    assert counter.rank(0) == 0 and counter.rank(len(values) + 1) == 0
+    least = int(ranked[50])
+    assert set(counter.at_least(least).tolist()) == set(values[counts >= least].tolist())
+    counter.close()
+
+
+def test_scan_ids_takes_only_plain_lines() -> None:
+    plain = b'{"input_length": 5, "hash_ids": [1, 18446744073709551615]}\n\n {"hash_ids":[]}\n'
+    assert scan_ids(plain, b"hash_ids").tolist() == [1, 2**64 - 1]
+    for odd in (
+        b'{"hash_ids": [1], "x": "\\u0041"}\n',  # an escape
+        b'{"hash_ids": [1]}\r\n',
+        b'{"x": "hash_ids", "hash_ids": [1]}\n',  # the key twice
+        b'{"hash_ids": [1.5]}\n',
+        b'{"hash_ids": [18446744073709551616]}\n',
+        b'{"hash_ids": [-1]}\n',
+        b'{"input_length": 5}\n',
+        b"[1, 2]\n",
+    ):
+        assert scan_ids(odd, b"hash_ids") is None, odd
+
+
+def test_exact_stream_through_many_table_growths() -> None:
+    """Enough distinct blocks for the id table to grow (by 1.5x) several times, and a long
+    stack: the streamed curve is still exact_curve's."""
+    rng = np.random.default_rng(9)
+    n = 50_000
+    docs = np.where(np.arange(n) % 2, rng.zipf(1.2, n) % 30_000, rng.integers(0, 10**6, n))
+    lines = []
+    for i in range(n):
+        k = 1 + i % 9
+        ids = [int(docs[i]) * 16 + j for j in range(k)]
+        lines.append(f'{{"input_length": {k * 512}, "hash_ids": {ids}}}\n')
+    text = "".join(lines)
+    reader = _reader(text)
+    curve = curve_from_batches(reader)
+    assert curve.distinct_blocks > 100_000  # the table started at 65536 slots
+    _same_curve(exact_curve(parse_mooncake(text.splitlines(keepends=True))), curve)

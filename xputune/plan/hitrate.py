@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from xputune.plan.traces import Batch
+    from xputune.plan.traces import Batch, TraceReader
 
 
 class TraceError(ValueError):
@@ -171,44 +171,33 @@ def exact_curve(trace: Trace) -> HitCurve:
     )
 
 
-def curve_from_batches(
-    batches: Iterable[Batch], block_size: int | None = None, scale: int = 1
-) -> HitCurve:
+def curve_from_batches(batches: Iterable[Batch], block_size: int | None = None) -> HitCurve:
     """The exact curve streamed from a trace reader's batches (traces.TraceReader).
 
     Same values as exact_curve on the same requests (the same pass, with hit tokens summed
-    per position as it goes), in memory that grows with distinct blocks, not accesses. With
-    scale > 1 the batches are a sample of whole prefix trees at rate 1/scale: every kept block
-    stands for `scale` blocks (positions and hit tokens scaled, as SHARDS does), and totals are
-    estimated as the sample's times `scale`.
+    per position as it goes), in memory that grows with distinct blocks, not accesses.
     """
-    import numpy as np
-
     from xputune.plan.stackdist import StackStream
 
-    stream = StackStream(scale)
+    stream = StackStream()
     total = 0
     block = block_size
     for batch in batches:
         stream.feed(batch.ids, batch.counts, batch.last_tokens, batch.block)
         total += batch.tokens
         block = batch.block
-    hist, n_ids, violations, accesses = stream.result()
-    stream.close()
+    cum, n_ids, violations, accesses, _, _ = stream.result()
     if block is None:  # nothing kept: a reader knows its block size once it has read
         block = getattr(batches, "block", None)
     if block is None or block <= 0:
         raise TraceError(f"block size must be > 0 tokens, got {block}")
-    hits = hist.astype(np.float64)
-    hits[0] = 0.0
     return HitCurve(
         block_size=block,
-        cum_hit_tokens=np.cumsum(hits),
-        total_tokens=float(total * scale),
-        accesses=accesses * scale,
-        distinct_blocks=n_ids * scale,
-        chain_violations=violations if scale == 1 else 0,
-        sample_rate=1.0 / scale,
+        cum_hit_tokens=cum,
+        total_tokens=float(total),
+        accesses=accesses,
+        distinct_blocks=n_ids,
+        chain_violations=violations,
         sampled_accesses=accesses,
     )
 
@@ -266,6 +255,82 @@ def sampled_curve(trace: Trace, rate: float, seed: int = 0) -> HitCurve:
         distinct_blocks=n_ids,
         sample_rate=1.0 / scale,
         sampled_accesses=int(np.count_nonzero(access_weight)),
+    )
+
+
+def sampled_curve_stream(reader: TraceReader, rate: float, seed: int = 0) -> HitCurve:
+    """sampled_curve of the trace a reader reads, without holding the trace: the same values.
+
+    Two passes. The first counts the accesses of every distinct block (stackdist.IdCounter,
+    from the ids alone: reader.block_ids() scans plain Mooncake lines without decoding them),
+    which gives what sampled_curve takes from the whole trace: the distinct blocks and the hot
+    set (the distinct / scale most accessed blocks, ties included, accessed twice or more). The
+    second reads the batches again (reader.rewind(): a seekable stream; any other is read once
+    and its batches held, as read_trace would) and runs the weighted pass over the hot and the
+    sampled blocks only (stackdist.StackStream).
+
+    Memory: the counting pass holds 12 bytes a slot per distinct block (a table grown by 1.5x,
+    about a third of the exact pass's state), freed before the second pass, which holds the hot
+    and the sampled blocks only. The first pass is the bound: sampled_curve's hot set is defined
+    by exact counts of every block, so keeping its values keeps a table of every block.
+    """
+    import numpy as np
+
+    from xputune.plan.stackdist import IdCounter, StackStream
+
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"sample rate must be in (0, 1], got {rate}")
+    scale = round(1.0 / rate)
+    if scale <= 1:
+        return curve_from_batches(reader, reader.block)
+    seekable = getattr(reader.stream, "seekable", None)
+    held: list[Batch] | None = None
+    counter = IdCounter()
+    try:
+        if seekable is not None and seekable():
+            for ids in reader.block_ids():
+                counter.add(ids)
+        else:
+            held = list(reader)
+            for batch in held:
+                counter.add(batch.ids)
+        n_ids, accesses, idsum = counter.info()
+        if n_ids:
+            budget = max(1, n_ids // scale)
+            cutoff = max(counter.rank(budget), 2)
+            hot = counter.at_least(cutoff)
+        else:
+            hot = np.zeros(0, dtype=np.uint64)
+    finally:
+        counter.close()
+    stream = StackStream(scale, hot, seed)
+    del hot
+    if held is None:
+        reader.rewind()
+    total = 0
+    block = None
+    for batch in reader if held is None else held:
+        stream.feed(batch.ids, batch.counts, batch.last_tokens, batch.block)
+        total += batch.tokens
+        block = batch.block
+    cum, _, _, fed, kept, fed_sum = stream.result()
+    if fed != accesses or fed_sum != idsum:
+        raise TraceError(
+            f"the trace read differently the second time ({fed} block accesses, "
+            f"{accesses} the first time): was it changed while being read?"
+        )
+    if block is None:
+        block = reader.block
+    if block is None or block <= 0:
+        raise TraceError(f"block size must be > 0 tokens, got {block}")
+    return HitCurve(
+        block_size=block,
+        cum_hit_tokens=cum,
+        total_tokens=float(total),
+        accesses=accesses,
+        distinct_blocks=n_ids,
+        sample_rate=1.0 / scale,
+        sampled_accesses=kept,
     )
 
 

@@ -39,30 +39,37 @@ def _kernel():
         ]
         lib.xpt_dense_ids.restype = ctypes.c_int64
         lib.xpt_dense_ids.argtypes = [_U64P, ctypes.c_int64, _I32P]
-        i64, vp = ctypes.c_int64, ctypes.c_void_p
+        i64, vp, u64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_uint64
         lib.xpt_sd_new.restype = vp
-        lib.xpt_sd_new.argtypes = [i64]
+        lib.xpt_sd_new.argtypes = []
+        lib.xpt_sd_new_sampled.restype = vp
+        lib.xpt_sd_new_sampled.argtypes = [i64, u64, u64, _U64P, i64]
         lib.xpt_sd_free.restype = None
         lib.xpt_sd_free.argtypes = [vp]
+        lib.xpt_sd_drop_index.restype = None
+        lib.xpt_sd_drop_index.argtypes = [vp]
         lib.xpt_sd_feed.restype = i64
         lib.xpt_sd_feed.argtypes = [vp, _U64P, _I64P, i64, _I64P, i64]
         lib.xpt_sd_info.restype = None
         lib.xpt_sd_info.argtypes = [vp, _I64P]
-        lib.xpt_sd_hist.restype = None
-        lib.xpt_sd_hist.argtypes = [vp, _I64P, i64]
+        lib.xpt_sd_cumulative.restype = None
+        lib.xpt_sd_cumulative.argtypes = [vp, ctypes.POINTER(ctypes.c_double), i64]
+        lib.xpt_cnt_new.restype = vp
+        lib.xpt_cnt_new.argtypes = []
+        lib.xpt_cnt_free.restype = None
+        lib.xpt_cnt_free.argtypes = [vp]
+        lib.xpt_cnt_add.restype = i64
+        lib.xpt_cnt_add.argtypes = [vp, _U64P, i64]
+        lib.xpt_cnt_info.restype = None
+        lib.xpt_cnt_info.argtypes = [vp, _I64P]
+        lib.xpt_cnt_rank.restype = i64
+        lib.xpt_cnt_rank.argtypes = [vp, i64]
+        lib.xpt_cnt_at_least.restype = i64
+        lib.xpt_cnt_at_least.argtypes = [vp, i64, _U64P, i64]
         lib.xpt_parse_id_arrays.restype = i64
         lib.xpt_parse_id_arrays.argtypes = [ctypes.c_char_p, i64, i64, _U64P, i64, _I64P]
-        lib.xpt_line_keys.restype = i64
-        lib.xpt_line_keys.argtypes = [
-            ctypes.c_char_p,
-            i64,
-            ctypes.c_char_p,
-            i64,
-            i64,
-            _I64P,
-            _U64P,
-            ctypes.POINTER(ctypes.c_int8),
-        ]
+        lib.xpt_scan_ids.restype = i64
+        lib.xpt_scan_ids.argtypes = [ctypes.c_char_p, i64, ctypes.c_char_p, i64, _U64P, i64]
         lib.xpt_chain_ids.restype = None
         lib.xpt_chain_ids.argtypes = [_U64P, _I64P, i64, ctypes.POINTER(ctypes.c_int8)]
         _lib = lib
@@ -117,17 +124,40 @@ def stack_distances(
     return out, int(violations)
 
 
+def sample_salt(seed: int) -> int:
+    """What hitrate._spatial_hash adds to an id before mixing it, for this seed."""
+    return (0x9E3779B97F4A7C15 * (seed + 1)) % 2**64
+
+
 class StackStream:
     """The same pass fed batch by batch (xpt_sd_*): memory grows with distinct blocks only.
 
-    Every block weighs `weight` (1 = exact; w for a sample of whole prefix trees at rate 1/w).
-    result() gives the hit tokens per stack position (times the weight), the distinct blocks,
-    the chain violations (exact only) and the accesses fed.
+    Exact (scale 1): every block weighs 1. Sampled (scale > 1): the pass of
+    hitrate.sampled_curve: the `hot` ids weigh 1, every other block whose spatial hash
+    (hitrate._spatial_hash with `seed`) falls under 2**64 // scale weighs `scale`, and the rest
+    are left out; memory then grows with the hot and the sampled blocks only.
+    result() gives the curve (cumulative hit tokens per capacity in blocks), the blocks
+    mapped, the chain violations (exact only), the accesses fed, those kept, and their ids
+    summed modulo 2**64.
     """
 
-    def __init__(self, weight: int = 1) -> None:
+    def __init__(self, scale: int = 1, hot: np.ndarray | None = None, seed: int = 0) -> None:
+        import numpy as np
+
         self._lib = _kernel()
-        self._state = self._lib.xpt_sd_new(int(weight))
+        if scale > 1:
+            keys = np.ascontiguousarray(
+                np.zeros(0, np.uint64) if hot is None else hot, dtype=np.uint64
+            )
+            self._state = self._lib.xpt_sd_new_sampled(
+                int(scale),
+                sample_salt(seed),
+                2**64 // int(scale),
+                keys.ctypes.data_as(_U64P),
+                len(keys),
+            )
+        else:
+            self._state = self._lib.xpt_sd_new()
         if not self._state:
             raise XputuneError("not enough memory for a stack pass")
 
@@ -150,19 +180,76 @@ class StackStream:
         if rc < 0:
             raise XputuneError("not enough memory for the stack pass over this trace")
 
-    def result(self) -> tuple[np.ndarray, int, int, int]:
-        """(hit tokens per position 0..largest, distinct blocks, violations, accesses)."""
+    def result(self) -> tuple[np.ndarray, int, int, int, int, int]:
+        """(cumulative hit tokens per capacity in blocks, float64 from 0; blocks mapped,
+        violations, accesses, accesses kept, ids summed). Ends the pass: the index is freed
+        before the curve is made, so the two are not held together."""
         import numpy as np
 
-        info = np.zeros(4, dtype=np.int64)
+        info = np.zeros(6, dtype=np.int64)
         self._lib.xpt_sd_info(self._state, info.ctypes.data_as(_I64P))
-        hist = np.zeros(int(info[1]) + 1, dtype=np.int64)
-        self._lib.xpt_sd_hist(self._state, hist.ctypes.data_as(_I64P), len(hist))
-        return hist, int(info[0]), int(info[2]), int(info[3])
+        self._lib.xpt_sd_drop_index(self._state)
+        curve = np.empty(int(info[1]) + 1, dtype=np.float64)
+        self._lib.xpt_sd_cumulative(
+            self._state, curve.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), len(curve)
+        )
+        self.close()
+        idsum = int(info[5]) % 2**64
+        return curve, int(info[0]), int(info[2]), int(info[3]), int(info[4]), idsum
 
     def close(self) -> None:
         if self._state:
             self._lib.xpt_sd_free(self._state)
+            self._state = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class IdCounter:
+    """Accesses per distinct 64-bit id (xpt_cnt_*: 12 bytes a slot, grown by 1.5x): the
+    counting pass of the streamed sampled curve."""
+
+    def __init__(self) -> None:
+        self._lib = _kernel()
+        self._state = self._lib.xpt_cnt_new()
+        if not self._state:
+            raise XputuneError("not enough memory to count block ids")
+
+    def add(self, ids: np.ndarray) -> None:
+        import numpy as np
+
+        ids = np.ascontiguousarray(ids, dtype=np.uint64)
+        if self._lib.xpt_cnt_add(self._state, ids.ctypes.data_as(_U64P), len(ids)) < 0:
+            raise XputuneError("not enough memory to count the block ids of this trace")
+
+    def info(self) -> tuple[int, int, int]:
+        """(distinct ids, accesses, ids summed modulo 2**64)."""
+        import numpy as np
+
+        info = np.zeros(3, dtype=np.int64)
+        self._lib.xpt_cnt_info(self._state, info.ctypes.data_as(_I64P))
+        return int(info[0]), int(info[1]), int(info[2]) % 2**64
+
+    def rank(self, rank: int) -> int:
+        """The rank-th largest count (1: the largest), counting repeats."""
+        value = self._lib.xpt_cnt_rank(self._state, int(rank))
+        if value < 0:
+            raise XputuneError("not enough memory to rank the block counts")
+        return int(value)
+
+    def at_least(self, least: int):
+        """The ids counted at least `least` (>= 1) times, in no particular order."""
+        import numpy as np
+
+        n = self._lib.xpt_cnt_at_least(self._state, int(least), None, 0)
+        out = np.empty(n, dtype=np.uint64)
+        self._lib.xpt_cnt_at_least(self._state, int(least), out.ctypes.data_as(_U64P), n)
+        return out
+
+    def close(self) -> None:
+        if self._state:
+            self._lib.xpt_cnt_free(self._state)
             self._state = None
 
     def __del__(self) -> None:
@@ -185,26 +272,15 @@ def parse_id_arrays(raw: bytes, n: int) -> tuple[np.ndarray, np.ndarray] | None:
     return ids[:total], counts
 
 
-def line_keys(buf: bytes, field: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per line of buf: (starts with one past the end, first id of `field`, status 0 blank,
-    1 key read, 2 cannot tell without decoding)."""
+def scan_ids(buf: bytes, field: bytes) -> np.ndarray | None:
+    """The ids of the `field` array of every line, without decoding the lines; None unless
+    every non-blank line is plain enough (xpt_scan_ids), so that the decoder reads the same."""
     import numpy as np
 
-    most = buf.count(b"\n") + 1
-    starts = np.empty(most + 1, dtype=np.int64)
-    keys = np.empty(most, dtype=np.uint64)
-    status = np.empty(most, dtype=np.int8)
-    n = _kernel().xpt_line_keys(
-        buf,
-        len(buf),
-        field,
-        len(field),
-        most,
-        starts.ctypes.data_as(_I64P),
-        keys.ctypes.data_as(_U64P),
-        status.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)),
-    )
-    return starts[: n + 1], keys[:n], status[:n]
+    cap = len(buf) // 2 + 1  # an id takes a digit and a ',' or ']' at least
+    ids = np.empty(cap, dtype=np.uint64)
+    n = _kernel().xpt_scan_ids(buf, len(buf), field, len(field), ids.ctypes.data_as(_U64P), cap)
+    return None if n < 0 else ids[:n]
 
 
 def chain_ids(ids: np.ndarray, counts: np.ndarray, chained: np.ndarray) -> None:

@@ -23,7 +23,7 @@ Errors name the line: a bad trace should cost one look, not a debugging session.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -86,18 +86,15 @@ class _Builder:
         self.ids: list[int] = []
         self.lengths: list[int] = []
         self.last: list[int] = []  # tokens of each request's last block (0: no blocks)
-        self.keep: Callable[[int], bool] | None = None  # sampling: keep a request by its key
         self.uncached = 0
 
-    def add(self, ids: list[int], input_length: int, block: int, key: int | None = None) -> None:
+    def add(self, ids: list[int], input_length: int, block: int) -> None:
         k = len(ids)
         if k and (k - 1) * block >= input_length:
             raise ValueError(
                 f"{k} blocks of {block} tokens need input_length > {(k - 1) * block}, "
                 f"got {input_length}"
             )
-        if self.keep is not None and not self.keep((ids[0] if ids else 0) if key is None else key):
-            return
         self.ids.extend(ids)
         self.last.append(min(block, input_length - (k - 1) * block) if k else 0)
         self.uncached += max(0, input_length - k * block)
@@ -173,7 +170,7 @@ def _generic_add(builder: _Builder, record: dict, size: int | None) -> int:
     if "tokens" in record:
         tokens = _id_list(record["tokens"], "tokens")
         pages = [hash(tuple(tokens[i : i + size])) & _MASK for i in range(0, len(tokens), size)]
-        builder.add(chain(pages), len(tokens), size, pages[0] if pages else 0)
+        builder.add(chain(pages), len(tokens), size)
     elif "hashes" in record:
         hashes = _id_list(record["hashes"], "hashes")
         length = record.get("input_length", len(hashes) * size)
@@ -181,7 +178,7 @@ def _generic_add(builder: _Builder, record: dict, size: int | None) -> int:
         chained = record.get("chained", False)
         if not isinstance(chained, bool):
             raise ValueError("chained must be true or false")
-        builder.add(hashes if chained else chain(hashes), length, size, hashes[0] if hashes else 0)
+        builder.add(hashes if chained else chain(hashes), length, size)
     else:
         raise ValueError("missing field 'hashes' or 'tokens'")
     return size
@@ -260,6 +257,27 @@ def sniff_format(first_line: str) -> str:
     return "generic"
 
 
+def _lone_cr(buf: bytes) -> bool:
+    """Whether a CR not followed by LF ends some line (text mode reads it so)."""
+    return b"\r" in buf and buf.count(b"\r") != buf.count(b"\r\n")
+
+
+def _split_lines(buf: bytes) -> list[bytes]:
+    """The lines of a chunk with lone CRs in it, as text mode would split them."""
+    import re
+
+    pieces = re.split(rb"\r\n|\r|\n", buf)
+    if pieces and not pieces[-1]:
+        pieces.pop()
+    return pieces
+
+
+def _line_count(buf: bytes) -> int:
+    if _lone_cr(buf):
+        return len(_split_lines(buf))
+    return buf.count(b"\n") + (not buf.endswith(b"\n"))
+
+
 _CHUNK = 1 << 22  # bytes per read; a chunk is cut after its last newline
 _DECODERS: dict[str, Any] = {}
 
@@ -303,17 +321,9 @@ class TraceReader:
     (json.loads, the same checks as parse_mooncake / parse_generic), which names the line and
     why. Either way the requests and their arrays are the same.
 
-    With sample_rate < 1, whole prefix trees are sampled (SHARDS over roots): a request is kept
-    when a hash of its root page id (the first hash id) falls under the rate, and lines are
-    skipped before they are decoded, from a scan for that first id. Lines whose first id the
-    scan cannot read are decoded and sampled by their decoded root. Skipped lines are not
-    checked. `requests` counts every non-blank line, read or skipped. Measured, this is NOT a
-    good estimator and the CLI does not use it: curve_from_batches(reader, scale=reader.scale)
-    was off by 15-21 points (worst, over capacities) on Zipf document traces with thousands of
-    roots in the sample, and by 63 points when requests share a few system prompts (every
-    root hot), where hitrate.sampled_curve (blocks sampled, the hottest kept exactly) is
-    within 0.1-2.5 points. It stays as the skipping machinery for a better key (for example
-    sampling below a fixed depth, with the shallow blocks exact).
+    Sampled curves (hitrate.sampled_curve_stream) read a trace twice: first only its ids
+    (block_ids(): plain Mooncake lines are scanned for them without decoding), then again as
+    batches after rewind().
     """
 
     def __init__(
@@ -322,26 +332,19 @@ class TraceReader:
         fmt: str = "auto",
         block_size: int | None = None,
         source: str = "trace",
-        sample_rate: float = 1.0,
-        seed: int = 0,
         chunk_bytes: int = _CHUNK,
     ) -> None:
         if fmt not in ("auto", "mooncake", "generic"):
             raise ValueError(f"unknown trace format {fmt!r}")
-        if not 0.0 < sample_rate <= 1.0:
-            raise ValueError(f"sample rate must be in (0, 1], got {sample_rate}")
         self.stream = stream
         self.format = fmt
         self.given_block = block_size
         self.source = source
-        self.scale = max(1, round(1.0 / sample_rate))
-        self.seed = seed
         self.chunk_bytes = chunk_bytes
-        self.requests = 0  # non-blank lines (requests), read or skipped by sampling
-        self.kept_requests = 0
+        self.requests = 0  # non-blank lines (requests)
+        self.kept_requests = 0  # requests in the batches given
         self.slow_lines = 0  # lines that went through the per-line path
         self.size: int | None = None  # generic page size in force
-        self.kept_roots: set[int] = set()  # sampling: the prefix trees (roots) kept
 
     @property
     def block(self) -> int | None:
@@ -351,7 +354,9 @@ class TraceReader:
 
     # -------------------------------------------------------------------- chunks and lines
 
-    def __iter__(self) -> Iterator[Batch]:
+    def _chunks(self) -> Iterator[tuple[bytes, int]]:
+        """Chunks of whole lines and the line number of each one's first line; the format
+        is known (sniffed) when a chunk is given."""
         if self.format == "generic":
             self.size = self.given_block
         number = 1  # the line number of the chunk's first line
@@ -378,90 +383,62 @@ class TraceReader:
                 self.format = sniff_format(first.decode("utf-8", "replace"))
                 if self.format == "generic":
                     self.size = self.given_block
-            batch, lines = self._chunk(buf, number)
-            number += lines
-            if batch is not None and len(batch.counts):
-                self.kept_requests += len(batch.counts)
-                yield batch
+            yield buf, number
+            number += _line_count(buf)
             if not data:
                 break
         if self.format == "generic" and self.size is None:
             raise TraceFormatError(self.source, 0, "empty trace and no page size")
 
-    def _chunk(self, buf: bytes, number: int) -> tuple[Batch | None, int]:
-        """The batch of one chunk of whole lines, and how many lines it held."""
-        import re
+    def __iter__(self) -> Iterator[Batch]:
+        for buf, number in self._chunks():
+            batch = self._chunk(buf, number)
+            if batch is not None and len(batch.counts):
+                self.kept_requests += len(batch.counts)
+                yield batch
 
-        if b"\r" in buf and buf.count(b"\r") != buf.count(b"\r\n"):
+    def block_ids(self) -> Iterator[np.ndarray]:
+        """The block ids of the trace, chunk by chunk, in order (what the batches hold). Plain
+        Mooncake lines are only scanned for their ids (stackdist.scan_ids): a line that is not
+        well formed either goes through the checks of the batches here, or fails them when the
+        batches are read. Counts no requests."""
+        from xputune.plan.stackdist import scan_ids
+
+        for buf, number in self._chunks():
+            ids = scan_ids(buf, b"hash_ids") if self.format == "mooncake" else None
+            if ids is None:
+                batch = self._chunk(buf, number)
+                if batch is None:
+                    continue
+                ids = batch.ids
+            yield ids
+
+    def rewind(self) -> None:
+        """Read the trace again from its start (the stream must be seekable: a plain or a
+        gzip file); the format sniffed stays, the counts restart."""
+        self.stream.seek(0)
+        self.requests = self.kept_requests = self.slow_lines = 0
+        self.size = None
+
+    def _chunk(self, buf: bytes, number: int) -> Batch | None:
+        """The batch of one chunk of whole lines (its first line numbered `number`)."""
+        if _lone_cr(buf):
             # A lone CR ends a line too (as text mode reads it): only the per-line path
             # splits that way.
-            pieces = re.split(rb"\r\n|\r|\n", buf)
-            if pieces and not pieces[-1]:
-                pieces.pop()
-            lines = list(enumerate(pieces, start=number))
+            lines = list(enumerate(_split_lines(buf), start=number))
             self.requests += sum(1 for _, ln in lines if ln.strip())
-            return self._slow(lines), len(pieces)
-        n_lines = buf.count(b"\n") + (not buf.endswith(b"\n"))
-        if self.scale > 1:
-            buf, lines = self._presample(buf, number)
-            if not lines:
-                return None, n_lines
-            batch = self._fast(buf)
-            return (batch if batch is not None else self._slow(lines)), n_lines
+            return self._slow(lines)
         batch = self._fast(buf)
         if batch is None:
             lines = list(enumerate(buf.split(b"\n"), start=number))
             self.requests += sum(1 for _, ln in lines if ln.strip())
-            return self._slow(lines), n_lines
-        return batch, n_lines
-
-    def _presample(self, buf: bytes, number: int) -> tuple[bytes, list[tuple[int, bytes]]]:
-        """Skip the lines whose root falls outside the sample, before decoding them."""
-        import numpy as np
-
-        from xputune.plan.stackdist import line_keys
-
-        field = b"hash_ids" if self.format == "mooncake" else b"hashes"
-        starts, keys, status = line_keys(buf, field)
-        self.requests += int(np.count_nonzero(status))
-        keep = (status == 2) | ((status == 1) & self._sampled(keys))
-        idx = np.flatnonzero(keep).tolist()
-        bounds = starts.tolist()
-        lines = [(number + i, buf[bounds[i] : bounds[i + 1]]) for i in idx]
-        return b"".join([ln for _, ln in lines]), lines
-
-    def _sampled(self, keys: np.ndarray) -> np.ndarray:
-        import numpy as np
-
-        from xputune.plan.hitrate import _spatial_hash
-
-        return _spatial_hash(keys, self.seed) < np.uint64(2**64 // self.scale)
-
-    def _keep(self, key: int) -> bool:
-        import numpy as np
-
-        keep = bool(self._sampled(np.array([key], dtype=np.uint64))[0])
-        if keep:
-            self.kept_roots.add(key)
-        return keep
-
-    def sample_warning(self, least: int = 30) -> str | None:
-        """Why a sampled curve of this trace may be far off, or None."""
-        if self.scale == 1 or len(self.kept_roots) >= least:
-            return None
-        return (
-            f"the sample holds {len(self.kept_roots)} prefix tree(s): sampling keeps or drops "
-            "whole trees by their root block, so a trace whose requests share few roots "
-            "(system prompts) gives an unreliable sampled curve; the exact mode reads at "
-            "about the speed of parsing the JSON"
-        )
+            return self._slow(lines)
+        return batch
 
     # -------------------------------------------------------------------- the per-line path
 
     def _slow(self, lines: list[tuple[int, bytes]]) -> Batch | None:
         builder = _Builder()
-        if self.scale > 1:
-            builder.keep = self._keep
         for number, raw in lines:
             try:
                 text = raw.decode("utf-8")
@@ -529,7 +506,7 @@ class TraceReader:
         if block is None or block > 2**31:
             return None
         batch = self._arrays(raw, n, lengths, block, chained, missing)
-        if batch is not None and self.scale == 1:
+        if batch is not None:
             self.requests += n
         return batch
 
@@ -549,19 +526,9 @@ class TraceReader:
             return None
         if (has & ((counts - 1) * block >= lengths)).any():
             return None
-        if self.scale > 1 or chained is not None:
-            starts = np.cumsum(counts) - counts
-            keys = np.zeros(n, dtype=np.uint64)
-            keys[has] = ids[starts[has]]
         if chained is not None:
             chain_ids(ids, counts, chained)
             self.size = block
-        if self.scale > 1:
-            keep = self._sampled(keys)
-            self.kept_roots.update(np.unique(keys[keep]).tolist())
-            if not keep.all():
-                ids = ids[np.repeat(keep, counts)]
-                counts, lengths, has = counts[keep], lengths[keep], has[keep]
         last = np.where(has, np.minimum(block, lengths - (counts - 1) * block), 0)
         uncached = int(np.maximum(lengths - counts * block, 0).sum())
         return Batch(ids, counts, last, uncached, block)
