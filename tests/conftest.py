@@ -7,6 +7,10 @@ NVIDIA_BOX are lazy paths: `str(SEED_BOX)` extracts on first use, not at import.
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,11 @@ from tests.fixtures.trees import LazyTree, broken_tree, copy_tree, host_tree
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SEED_BOX = LazyTree("h3c-hygon-p800")
 NVIDIA_BOX = LazyTree("nvidia-hgx-h100")
+
+# Recordings' parsed tables are cached per user (host/tarcache.py); tests keep theirs apart so a
+# run neither reads nor leaves entries in the real ~/.cache.
+os.environ["XDG_CACHE_HOME"] = _CACHE = tempfile.mkdtemp(prefix="xputune-test-cache-")
+atexit.register(shutil.rmtree, _CACHE, True)
 
 __all__ = ["FIXTURES", "NVIDIA_BOX", "SEED_BOX", "broken_tree", "copy_tree", "host_tree"]
 

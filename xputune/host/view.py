@@ -23,7 +23,8 @@ from xputune.errors import (
     SymlinkLoopError,
     UnreadableValueError,
 )
-from xputune.host.tarread import describe_mode, iter_members, shown
+from xputune.host import tarcache
+from xputune.host.tarread import describe_mode, shown
 
 MAX_SYMLINKS = 40  # the kernel's own limit (MAXSYMLINKS)
 
@@ -426,7 +427,7 @@ class TarView(HostView):
         self._members: dict[str, _Member] = {"/": _DIR}
         self._children: dict[str, set[str]] = {"/": set()}
         self._top: str | None = None
-        self._load(iter_members(path))
+        self._load(tarcache.members(path))
 
     def _load(self, members: Iterable[tuple[str, str, bytes | str]]) -> None:
         add = self._add
