@@ -18,7 +18,14 @@ import os
 import sys
 import zlib
 
-from xputune.host.tarread import MAX_INPUT, MAX_MEMBERS, MAX_UNPACKED, Member, iter_members
+from xputune.errors import RecordingError
+from xputune.host.tarread import (
+    MAX_MEMBERS,
+    MAX_UNPACKED,
+    Member,
+    iter_members,
+    open_recording,
+)
 
 #: Bump when the shape of a cached table changes.
 FORMAT = 1
@@ -35,8 +42,6 @@ def members(path: str) -> list[Member]:
     if os.environ.get("XPUTUNE_CACHE", "").lower() in ("off", "0", "no"):
         return list(iter_members(path))
     key = _key(path)
-    if key is None:
-        return list(iter_members(path))
     entry = os.path.join(cache_dir(), key)
     found = _load(entry)
     if found is not None:
@@ -46,15 +51,18 @@ def members(path: str) -> list[Member]:
     return table
 
 
-def _key(path: str) -> str | None:
+def _key(path: str) -> str:
+    """Content hash plus marshal format; opened as tarread opens it (never waits on a FIFO)."""
+    fd = open_recording(path)
+    hasher = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INPUT + 1)
-    except OSError:
-        return None  # iter_members says why, in its own words
-    if len(data) > MAX_INPUT:
-        return None
-    digest = hashlib.sha256(data).hexdigest()[:32]
+        while chunk := os.read(fd, 1 << 20):
+            hasher.update(chunk)
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    finally:
+        os.close(fd)
+    digest = hasher.hexdigest()[:32]
     return f"{digest}-{sys.implementation.cache_tag}-m{marshal.version}-f{FORMAT}"
 
 

@@ -68,7 +68,7 @@ def _refuse(label: str, why: str) -> RecordingError:
 # -- bytes in ------------------------------------------------------------------------------------
 
 
-def _open(path: str) -> int:
+def open_recording(path: str) -> int:
     """A descriptor on a regular file of at most MAX_INPUT bytes, without waiting on a FIFO."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
@@ -179,7 +179,7 @@ def _inflate(first: bytes, read: Callable[[], bytes], fmt: str, label: str) -> I
 
 def _chunks(path: str) -> Iterator[bytes]:
     """The tar stream of the recording at `path`, decompressed as it is read."""
-    fd = _open(path)
+    fd = open_recording(path)
     try:
         read = _raw_chunks(fd, path)
         first = read()
