@@ -174,15 +174,36 @@ int xt_host_copy_items(const uint64_t *src_bases, const uint64_t *dst_bases, int
     *segments = 0;
     if (n < 0 || nbufs < 0 || item <= 0) return XT_EINVAL;
     if (n == 0 || nbufs == 0) return XT_OK;
-    int64_t *starts = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n + 1));
-    if (!starts) return XT_ENOMEM;
+    /* Pass 1: every index checked (nothing moves on a bad one) and the runs counted. */
     int64_t runs = 0;
     for (int64_t i = 0; i < n; ++i) {
         const int64_t s = si[i], d = di[i];
-        if (s < 0 || (src_slots >= 0 && s >= src_slots)) { free(starts); return XT_ERANGE_SRC; }
-        if (d < 0 || (dst_slots >= 0 && d >= dst_slots)) { free(starts); return XT_ERANGE_DST; }
-        if (i == 0 || s != si[i - 1] + 1 || d != di[i - 1] + 1) starts[runs++] = i;
+        if (s < 0 || (src_slots >= 0 && s >= src_slots)) return XT_ERANGE_SRC;
+        if (d < 0 || (dst_slots >= 0 && d >= dst_slots)) return XT_ERANGE_DST;
+        runs += i == 0 || s != si[i - 1] + 1 || d != di[i - 1] + 1;
     }
+    const uint64_t total = (uint64_t)n * (uint64_t)item * (uint64_t)nbufs;
+    if (xt_host_thread_count(total, nthreads) <= 1) {
+        /* One thread: copy each run as it is found, with no table to allocate or fill (on a
+         * 32K-token layer that table's page faults alone cost a few percent of the copy). */
+        for (int64_t b = 0; b < nbufs; ++b) {
+            int64_t first = 0;
+            for (int64_t i = 1; i <= n; ++i) {
+                if (i < n && si[i] == si[i - 1] + 1 && di[i] == di[i - 1] + 1) continue;
+                memcpy((char *)(uintptr_t)(dst_bases[b] + (uint64_t)di[first] * (uint64_t)item),
+                       (const char *)(uintptr_t)(src_bases[b] + (uint64_t)si[first] * (uint64_t)item),
+                       (size_t)((uint64_t)(i - first) * (uint64_t)item));
+                first = i;
+            }
+        }
+        *segments = runs * nbufs;
+        return XT_OK;
+    }
+    int64_t *starts = (int64_t *)malloc(sizeof(int64_t) * (size_t)(runs + 1));
+    if (!starts) return XT_ENOMEM;
+    int64_t r = 0;
+    for (int64_t i = 0; i < n; ++i)
+        if (i == 0 || si[i] != si[i - 1] + 1 || di[i] != di[i - 1] + 1) starts[r++] = i;
     starts[runs] = n;
     const int64_t count = runs * nbufs;
     uint64_t *table = (uint64_t *)malloc(sizeof(uint64_t) * 3 * (size_t)count);
@@ -190,11 +211,11 @@ int xt_host_copy_items(const uint64_t *src_bases, const uint64_t *dst_bases, int
     uint64_t *src = table, *dst = table + count, *len = table + 2 * count;
     int64_t k = 0;
     for (int64_t b = 0; b < nbufs; ++b) {
-        for (int64_t r = 0; r < runs; ++r, ++k) {
-            const int64_t first = starts[r];
+        for (int64_t q = 0; q < runs; ++q, ++k) {
+            const int64_t first = starts[q];
             src[k] = src_bases[b] + (uint64_t)si[first] * (uint64_t)item;
             dst[k] = dst_bases[b] + (uint64_t)di[first] * (uint64_t)item;
-            len[k] = (uint64_t)(starts[r + 1] - first) * (uint64_t)item;
+            len[k] = (uint64_t)(starts[q + 1] - first) * (uint64_t)item;
         }
     }
     free(starts);
