@@ -1,13 +1,36 @@
-"""Output helpers with no typer import, shared by the typer commands and the probe fast path."""
+"""Output helpers with no typer import, shared by the typer commands and the probe fast path.
+
+Tables follow the real width: the terminal's, else $COLUMNS, else 80 when stdout is not a
+terminal (as rich and coreutils do), so piped output is the same bytes on any machine. A table
+that cannot fit is split into column blocks that repeat its key columns (as numactl and lstopo
+do) instead of cutting cells: identifiers (card names, bus ids, CPU lists, NICs) are never
+wrapped or truncated, descriptive text wraps.
+
+rich is imported only inside the functions: it costs start-up time (DESIGN: probe start-up).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-PIPE_WIDTH = 160
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+PIPE_WIDTH = 80  # width when stdout is not a terminal and COLUMNS is unset (rich, coreutils)
+LONG_WORD = 10  # in descriptive text a longer word may fold rather than widen its column
+
+#: add_column keywords for an identifier column (card, bus id, CPU list, NIC, uuid): never
+#: wrapped, never cut; fit() moves it to another column block rather than narrowing it.
+ID: dict[str, Any] = {"no_wrap": True, "overflow": "fold"}
+#: add_column keywords for descriptive text: wraps at spaces, folds a long word, never "…".
+TEXT: dict[str, Any] = {"overflow": "fold"}
 
 
 class Format(StrEnum):
@@ -26,11 +49,210 @@ def emit_data(data: dict[str, Any], fmt: Format) -> None:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
-def console():
-    """A rich console for tables; imported lazily because rich costs start-up time.
+def output_width(stream: Any = None) -> int | None:
+    """$COLUMNS when set, else None on a terminal (rich asks it), else 80."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdecimal() and int(columns) > 0:
+        return int(columns)
+    stream = sys.stdout if stream is None else stream
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return None if tty else PIPE_WIDTH
 
-    Piped output gets a fixed width so the same host prints the same bytes anywhere.
-    """
+
+def console(stderr: bool = False) -> Console:
+    """A rich console for tables, as wide as the output really is (see the module note)."""
     from rich.console import Console
 
-    return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(width=output_width(stream), stderr=stderr)
+
+
+def new_table(title: str, columns: Sequence[str | tuple[str, dict[str, Any]]]) -> Table:
+    """A left-titled table; each column is a header or (header, ID | TEXT | other keywords).
+
+    Plain headers get TEXT (wrap, fold, never an ellipsis). Print it with print_fitted().
+    """
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        header, options = (column, TEXT) if isinstance(column, str) else column
+        table.add_column(header, **{**TEXT, **options})
+    return table
+
+
+def _widths(out: Console, table: Table) -> tuple[list[int], list[int]]:
+    """Each column's natural and narrowest width (padding and rule included).
+
+    The narrowest never cuts an ID cell; an ID column's header may wrap at its spaces.
+    """
+    from rich.measure import Measurement
+
+    options = out.options.update_width(1 << 16)
+    _, right, _, left = table.padding
+    natural, narrowest = [], []
+    for column in table.columns:
+        head = Measurement.get(out, options, column.header)
+        widest, least = head.maximum, head.minimum
+        for cell in column.cells:
+            measured = Measurement.get(out, options, cell)
+            widest = max(widest, measured.maximum)
+            if column.no_wrap:
+                least = max(least, measured.maximum)
+            else:
+                least = max(least, min(measured.minimum, LONG_WORD))
+        if column.min_width:
+            least = max(least, column.min_width)
+        natural.append(widest + left + right + 1)
+        narrowest.append(max(least, 1) + left + right + 1)
+    return natural, narrowest
+
+
+def _wrap_id_headers(out: Console, table: Table) -> None:
+    """Let an ID column's header wrap (its cells still never do) where the header is wider."""
+    from rich.measure import Measurement
+    from rich.text import Text
+
+    options = out.options.update_width(1 << 16)
+    for column in table.columns:
+        if not column.no_wrap or not column.cells:
+            continue
+        cells = max(Measurement.get(out, options, c).maximum for c in column.cells)
+        header = column.header
+        if isinstance(header, str):
+            header = out.render_str(header)
+        if isinstance(header, Text) and header.cell_len > cells:
+            header.no_wrap = False
+            header.overflow = "fold"
+            column.header = header
+            column.max_width = max(cells, max(map(len, header.plain.split()), default=1))
+
+
+def _lay_out(out: Console, table: Table, room: int) -> None:
+    """Fix column widths: narrow the widest wrappable column first, none below its narrowest.
+
+    (rich's own collapse may narrow a column below its longest word, splitting "off/off".)
+    """
+    natural, narrowest = _widths(out, table)
+    widths = list(natural)
+    excess = sum(widths) - room
+    while excess > 0:
+        slack = [i for i, w in enumerate(widths) if w > narrowest[i]]
+        if not slack:
+            break
+        widest = max(slack, key=lambda i: widths[i])
+        widths[widest] -= 1
+        excess -= 1
+    _, right, _, left = table.padding
+    for column, width in zip(table.columns, widths, strict=True):
+        column.width = width - left - right - 1
+
+
+def fit(out: Console, table: Table, keys: int = 1) -> list[Table]:
+    """The table itself when it fits the console, else column blocks each repeating `keys`.
+
+    "Fits" means rich can lay it out by wrapping descriptive columns only; ID cells are never
+    narrowed. A block holds as many columns as fit; a column wider than the console on its
+    own gets a block of its own (and folds, losing nothing). Wide output is left untouched.
+    """
+    from dataclasses import replace
+
+    from rich.table import Table
+
+    room = out.width - 1  # the left rule
+    natural, _ = _widths(out, table)
+    if sum(natural) <= room:
+        return [table]
+    _wrap_id_headers(out, table)
+    _, widths = _widths(out, table)
+    if sum(widths) <= room or len(table.columns) <= keys + 1:
+        _lay_out(out, table, room)
+        return [table]
+    keys = min(keys, len(table.columns) - 1)
+    key_width = sum(widths[:keys])
+    blocks: list[list[int]] = []
+    used = room + 1  # forces a first block
+    for i in range(keys, len(table.columns)):
+        if used + widths[i] > room and (not blocks or blocks[-1]):
+            blocks.append([])
+            used = key_width
+        blocks[-1].append(i)
+        used += widths[i]
+    tables = []
+    count = len(table.columns) - keys
+    for block in blocks:
+        first, last = block[0] - keys + 1, block[-1] - keys + 1
+        span = f"column {first}" if first == last else f"columns {first}-{last}"
+        part = Table(
+            title=f"{table.title} ({span} of {count})" if table.title else None,
+            title_justify=table.title_justify,
+            box=table.box,
+            padding=table.padding,
+            show_header=table.show_header,
+            header_style=table.header_style,
+            show_lines=table.show_lines,
+        )
+        picked = [*range(keys), *block]
+        for i in picked:
+            part.columns.append(replace(table.columns[i], _cells=[], _index=len(part.columns)))
+        for r, row in enumerate(table.rows):
+            cells = [table.columns[i]._cells[r] for i in picked]
+            part.add_row(*cells, style=row.style, end_section=row.end_section)
+        _lay_out(out, part, room)
+        tables.append(part)
+    return tables
+
+
+def print_fitted(out: Console, *parts: Any, keys: int = 1) -> None:
+    """Print renderables in order, each rich Table through fit() (one print: the same bytes)."""
+    from rich.console import Group
+    from rich.table import Table
+
+    flat: list[Any] = []
+    for part in parts:
+        flat.extend(fit(out, part, keys) if isinstance(part, Table) else [part])
+    out.print(Group(*flat))
+
+
+@contextmanager
+def progress(
+    total: int | None, label: str, *, enabled: bool = True
+) -> Iterator[Callable[[int], None]]:
+    """Show a rich progress bar on stderr while the block runs; yields `advance(n)`.
+
+    Silent (advance does nothing) when stderr is not a terminal or `enabled` is False (pass
+    `fmt is Format.table` so that --format json stays quiet). `total` is in bytes (a transfer
+    column and rate are shown) or None for an unknown size (a spinner and the count).
+
+        with progress(size, "reading trace", enabled=fmt is Format.table) as advance:
+            curve = read(path, on_bytes=advance)
+    """
+    if not enabled or not sys.stderr.isatty():
+        yield lambda _n: None
+        return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    label_column = TextColumn("{task.description}")
+    if total:
+        columns = [label_column, BarColumn(), DownloadColumn(), TransferSpeedColumn()]
+        columns.append(TimeRemainingColumn())
+    else:
+        columns = [SpinnerColumn(), label_column, DownloadColumn()]
+    with Progress(*columns, console=console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total or None)
+
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+
+        yield advance

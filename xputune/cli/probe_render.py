@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from xputune.cli.output import ID, TEXT, fit, new_table, print_fitted
 from xputune.host.values import format_cpulist
 from xputune.topology.model import RELATION_HELP, Ordering, Topology
 from xputune.topology.serialize import PCIE_ONLY
@@ -55,23 +56,58 @@ def _style(code: str) -> str:
 COLORS = {"X": "dim", "PIX": "green", "PXB": "green", "PHB": "cyan", "NODE": "yellow", "SYS": "red"}
 
 
+def _affinity(topo: Topology) -> dict[str, tuple[str, str]]:
+    found = {c.name: (c.local_cpus, c.numa_node) for c in topo.cards}
+    found.update({n.name: (topo.pci[n.bdf].local_cpus, n.numa_node) for n in topo.nics})
+    return {
+        name: (format_cpulist(cpus) or "-", "-" if node is None else str(node))
+        for name, (cpus, node) in found.items()
+    }
+
+
+def _cell(topo: Topology, row: str, col: str) -> Text:
+    code = topo.relations[row][col]
+    return Text(code, style=_style(code))
+
+
 def matrix(topo: Topology, source: str = PCIE_ONLY) -> Table:
+    """The whole relation matrix of cards and NICs, as `nvidia-smi topo -m` prints it."""
     names = [c.name for c in topo.cards] + [n.name for n in topo.nics]
-    table = Table(title=f"Relations from {source}", title_justify="left")
-    table.add_column("")
+    table = new_table(f"Relations from {source}", [("", ID)])
     for name in names:
-        table.add_column(name, justify="center")
-    table.add_column("CPU Affinity")
-    table.add_column("NUMA Affinity", justify="center")
-    affinity = {c.name: (c.local_cpus, c.numa_node) for c in topo.cards}
-    affinity.update({n.name: (topo.pci[n.bdf].local_cpus, n.numa_node) for n in topo.nics})
+        table.add_column(name, justify="center", **ID)
+    table.add_column("CPU Affinity", **ID)
+    table.add_column("NUMA Affinity", justify="center", **TEXT)
+    affinity = _affinity(topo)
     for row in names:
-        cells = [
-            Text(topo.relations[row][col], style=_style(topo.relations[row][col])) for col in names
-        ]
-        cpus, node = affinity[row]
-        table.add_row(row, *cells, format_cpulist(cpus) or "-", "-" if node is None else str(node))
+        table.add_row(row, *(_cell(topo, row, col) for col in names), *affinity[row])
     return table
+
+
+def narrow_matrix(topo: Topology, source: str = PCIE_ONLY) -> tuple[Table, Text, Table | None]:
+    """The same relations for a narrow terminal: cards against cards, the legend, then each
+    card and NIC against the NICs (short labels nic0.. with a legend line) and its affinity."""
+    cards = [c.name for c in topo.cards]
+    square = new_table(f"Relations from {source}: cards", [("", ID)])
+    for name in cards:
+        square.add_column(name, justify="center", **ID)
+    for row in cards:
+        square.add_row(row, *(_cell(topo, row, col) for col in cards))
+    nics = [n.name for n in topo.nics]
+    labels = [f"nic{i}" for i in range(len(nics))]
+    key = Text(
+        "  " + ", ".join(f"{label} = {name}" for label, name in zip(labels, nics, strict=True)),
+        style="dim",
+    )
+    near = new_table("NICs and CPUs near each card and NIC", [("", ID)])
+    for label in labels:
+        near.add_column(label, justify="center", **ID)
+    near.add_column("CPU Affinity", **ID)
+    near.add_column("NUMA Affinity", justify="center", **TEXT)
+    affinity = _affinity(topo)
+    for row in cards + nics:
+        near.add_row(row, *(_cell(topo, row, col) for col in nics), *affinity[row])
+    return square, key if nics else Text(""), near
 
 
 def legend() -> Text:
@@ -79,19 +115,20 @@ def legend() -> Text:
 
 
 def cards_table(topo: Topology) -> Table:
-    table = Table(title="Cards", title_justify="left")
-    for col in (
-        "card",
-        "bus id",
-        "model",
-        "NUMA",
-        "link",
-        "uplink",
-        "nearest NIC",
-        "IDO req/cpl",
-        "IDO on path",
-    ):
-        table.add_column(col)
+    table = new_table(
+        "Cards",
+        [
+            ("card", ID),
+            ("bus id", ID),
+            "model",
+            "NUMA",
+            "link",
+            ("uplink", ID),
+            ("nearest NIC", ID),
+            "IDO req/cpl",
+            "IDO on path",
+        ],
+    )
     for card in topo.cards:
         fn = topo.pci[card.bdf]
         link = Text(fn.link.describe(), style="red" if fn.link.degraded else "")
@@ -122,9 +159,18 @@ def cards_table(topo: Topology) -> Table:
 
 def vendor_table(topo: Topology, vendor: Mapping[str, VendorInfo]) -> Table:
     """What the vendor library (xpuml, NVML) says about each card it knows."""
-    table = Table(title="Cards as the vendor library reports them", title_justify="left")
-    for col in ("card", "bus id", "product", "memory GiB", "driver", "serial", "source"):
-        table.add_column(col)
+    table = new_table(
+        "Cards as the vendor library reports them",
+        [
+            ("card", ID),
+            ("bus id", ID),
+            ("product", ID),
+            "memory GiB",
+            ("driver", ID),
+            ("serial", ID),
+            "source",
+        ],
+    )
     for card in topo.cards:
         info = vendor.get(card.bdf)
         if info is None:
@@ -143,9 +189,10 @@ def vendor_table(topo: Topology, vendor: Mapping[str, VendorInfo]) -> Table:
 
 
 def paths_table(topo: Topology) -> Table:
-    table = Table(title="PCIe ports on each card's path (root port first)", title_justify="left")
-    for col in ("card", "bus id", "kind", "device", "link", "IDO req/cpl", "relaxed ordering"):
-        table.add_column(col)
+    table = new_table(
+        "PCIe ports on each card's path (root port first)",
+        [("card", ID), ("bus id", ID), "kind", "device", "link", "IDO req/cpl", "relaxed ordering"],
+    )
     for card in topo.cards:
         for i, fn in enumerate(topo.ports_on_path(card)):
             table.add_row(
@@ -161,9 +208,10 @@ def paths_table(topo: Topology) -> Table:
 
 
 def uplinks_table(topo: Topology) -> Table:
-    table = Table(title="Uplinks (switch upstream ports shared by cards)", title_justify="left")
-    for col in ("uplink", "root port", "cards", "NICs", "link"):
-        table.add_column(col)
+    table = new_table(
+        "Uplinks (switch upstream ports shared by cards)",
+        [("uplink", ID), ("root port", ID), "cards", "NICs", "link"],
+    )
     for up in topo.uplinks:
         table.add_row(
             up.bdf,
@@ -180,9 +228,10 @@ def _gib(size: int | None) -> str:
 
 
 def numa_table(topo: Topology) -> Table:
-    table = Table(title="NUMA nodes", title_justify="left")
-    for col in ("node", "CPUs", "memory GiB", "free GiB", "cards", "distances"):
-        table.add_column(col)
+    table = new_table(
+        "NUMA nodes",
+        [("node", ID), ("CPUs", ID), "memory GiB", "free GiB", "cards", "distances"],
+    )
     for node in topo.numa_nodes:
         cards = " ".join(c.name for c in topo.cards if c.numa_node == node.id)
         table.add_row(
@@ -197,9 +246,10 @@ def numa_table(topo: Topology) -> Table:
 
 
 def nics_table(topo: Topology) -> Table:
-    table = Table(title="NICs", title_justify="left")
-    for col in ("NIC", "bus id", "RDMA", "NUMA", "speed", "layer", "state", "device"):
-        table.add_column(col)
+    table = new_table(
+        "NICs",
+        [("NIC", ID), ("bus id", ID), ("RDMA", ID), "NUMA", "speed", "layer", "state", "device"],
+    )
     for nic in topo.nics:
         speed = f"{nic.speed_mbps // 1000} Gb/s" if nic.speed_mbps else "-"
         table.add_row(
@@ -216,9 +266,9 @@ def nics_table(topo: Topology) -> Table:
 
 
 def settings_table(topo: Topology) -> Table:
-    table = Table(title="Host settings for the KV transfer path", title_justify="left")
-    for col in ("setting", "value", "verdict", "why"):
-        table.add_column(col)
+    table = new_table(
+        "Host settings for the KV transfer path", [("setting", ID), "value", "verdict", "why"]
+    )
     for v in settings_verdicts(topo):
         table.add_row(v.setting, v.value, Text(v.verdict, style=STYLE[v.verdict]), v.why)
     return table
@@ -232,7 +282,12 @@ def render(
 ) -> None:
     parts: list = [summary(topo)]
     if topo.cards or topo.nics:
-        parts += [matrix(topo, relation_source), legend()]
+        whole = matrix(topo, relation_source)
+        if len(fit(console, whole)) == 1 or not topo.cards:
+            parts += [whole, legend()]
+        else:
+            square, key, near = narrow_matrix(topo, relation_source)
+            parts += [square, legend(), near, key]
     if topo.cards:
         parts.append(cards_table(topo))
         if vendor:
@@ -246,4 +301,4 @@ def render(
     parts.append(settings_table(topo))
     if topo.warnings:
         parts.append(Text("\n".join(f"warning: {w}" for w in topo.warnings), style="yellow"))
-    console.print(Group(*parts))
+    print_fitted(console, *parts)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from xputune.cli.output import ID, TEXT, new_table, print_fitted
 from xputune.devices.xpusmi import SmiCard, SmiReport, SmiTopo
 
 
@@ -24,6 +25,8 @@ def _memory(card: SmiCard) -> str | None:
         return None
     return f"{'?' if used is None else used} / {'?' if total is None else total}"
 
+
+IDS = {"card", "#", "bus id", "name", "minor", "firmware", "CPU affinity", "serial", "uuid"}
 
 COLUMNS: tuple[tuple[str, Callable[[SmiCard], str | None]], ...] = (
     ("card", lambda c: c.card),
@@ -49,19 +52,16 @@ def cards_table(report: SmiReport) -> Table:
     title = f"Cards ({report.tool})"
     if report.driver_version:
         title += f", driver {report.driver_version}"
-    table = Table(title=title, title_justify="left")
-    for i in keep:
-        table.add_column(COLUMNS[i][0])
+    table = new_table(title, [(COLUMNS[i][0], ID if COLUMNS[i][0] in IDS else TEXT) for i in keep])
     for row in cells:
         table.add_row(*("-" if row[i] is None else row[i] for i in keep))
     return table
 
 
 def matrix(topo: SmiTopo, tool: str) -> Table:
-    table = Table(title=f"Relations ({tool})", title_justify="left")
-    table.add_column("")
+    table = new_table(f"Relations ({tool})", [("", ID)])
     for name in topo.devices:
-        table.add_column(name, justify="center")
+        table.add_column(name, justify="center", **ID)
     for row in topo.devices:
         if row in topo.relations:
             table.add_row(row, *(topo.relations[row].get(col) or "?" for col in topo.devices))
@@ -69,9 +69,7 @@ def matrix(topo: SmiTopo, tool: str) -> Table:
 
 
 def processes(report: SmiReport) -> Table:
-    table = Table(title="Processes", title_justify="left")
-    for title in ("#", "PID", "type", "name", "memory MiB"):
-        table.add_column(title)
+    table = new_table("Processes", [("#", ID), ("PID", ID), "type", "name", "memory MiB"])
     for p in report.processes:
         cells = (p.index, p.pid, p.type, p.name, p.memory_mib)
         table.add_row(*("-" if v is None else str(v) for v in cells))
@@ -89,4 +87,4 @@ def render(report: SmiReport, console: Console) -> None:
         parts.append(processes(report))
     if report.warnings:
         parts.append(Text("\n".join(f"warning: {w}" for w in report.warnings), style="yellow"))
-    console.print(Group(*parts))
+    print_fitted(console, *parts)
