@@ -82,7 +82,13 @@ def probe(
 
 
 def record(
-    out: Annotated[str, typer.Argument(help="Tarball to write: .tar.gz, .tar.bz2 or .tar.xz.")],
+    out: Annotated[
+        str,
+        typer.Argument(
+            help="Tarball to write: .tar.gz, .tar.bz2 or .tar.xz (or .tgz, .tbz2, .txz, .tar).",
+            metavar="OUT",
+        ),
+    ],
     no_scrub: Annotated[
         bool, typer.Option("--no-scrub", help="Keep MAC addresses, serials and GUIDs.")
     ] = False,
@@ -108,6 +114,7 @@ def record(
     from xputune.devices.vendor_files import capture
     from xputune.topology.recording import record as record_host
 
+    _check_out(out)
     view = host_from(root, None)
     notes: list[str] = []
 
@@ -120,6 +127,23 @@ def record(
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     typer.echo(f"recorded {count} entries of {topo.source} to {out}", err=True)
+
+
+def _check_out(out: str) -> None:
+    """Refuse, before reading anything, a path that probe --root could not read back."""
+    import os
+
+    from xputune.errors import XputuneError
+    from xputune.host.open import TARBALL_SUFFIXES
+
+    if not out.endswith(TARBALL_SUFFIXES) or os.path.basename(out) in TARBALL_SUFFIXES:
+        raise XputuneError(
+            f"{out}: a recording is a tarball that probe --root reads back; name it "
+            f"NAME.tar.gz, NAME.tar.bz2 or NAME.tar.xz (also {', '.join(TARBALL_SUFFIXES)})"
+        )
+    folder = os.path.dirname(out) or "."
+    if not os.path.isdir(folder):
+        raise XputuneError(f"{out}: no such directory {folder}")
 
 
 def examples() -> None:
