@@ -46,6 +46,7 @@ def _register() -> None:
         plan_cmds,
         plan_host_cmds,
         probe_cmds,
+        schema_cmds,
         smi_cmds,
         tune_cmds,
     )
@@ -58,6 +59,7 @@ def _register() -> None:
         plan_host_cmds,
         launch_cmds,
         kernels_cmds,
+        schema_cmds,
     ):
         module.register(app)
     bench_host_cmds.add_to(kernels_cmds.bench_app)

@@ -9,7 +9,36 @@ import typer
 from xputune.cli.output import Format, console, emit_data
 from xputune.host import HostView, open_host
 
-__all__ = ["ExampleOpt", "Format", "FormatOpt", "RootOpt", "console", "emit_data", "host_from"]
+__all__ = [
+    "ExampleOpt",
+    "Format",
+    "FormatOpt",
+    "RootOpt",
+    "complete_examples",
+    "complete_formats",
+    "console",
+    "emit_data",
+    "host_from",
+]
+
+FORMAT_HELP = {
+    Format.table: "tables for people",
+    Format.json: "JSON for scripts (xputune schema NAME)",
+    Format.yaml: "YAML for scripts",
+}
+
+
+def complete_examples(incomplete: str) -> list[tuple[str, str]]:
+    """Shell completion for --example: the recordings shipped with xputune."""
+    from xputune.host.open import example_names
+
+    return [(n, "shipped recording") for n in example_names() if n.startswith(incomplete)]
+
+
+def complete_formats(incomplete: str) -> list[tuple[str, str]]:
+    """Shell completion for --format, with what each is for."""
+    return [(f.value, why) for f, why in FORMAT_HELP.items() if f.value.startswith(incomplete)]
+
 
 RootOpt = Annotated[
     str | None,
@@ -26,11 +55,17 @@ ExampleOpt = Annotated[
         "--example",
         help="Use a recording shipped with xputune (see `xputune examples`).",
         metavar="NAME",
+        autocompletion=complete_examples,
     ),
 ]
 FormatOpt = Annotated[
     Format,
-    typer.Option("--format", "-f", help="table for people; json or yaml for scripts."),
+    typer.Option(
+        "--format",
+        "-f",
+        help="table for people; json or yaml for scripts.",
+        autocompletion=complete_formats,
+    ),
 ]
 
 

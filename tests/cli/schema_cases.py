@@ -1,0 +1,131 @@
+"""The commands whose --format json output has a schema, each run on bundled data.
+
+Shared by tests/cli/test_schemas.py (validates each live output against its shipped schema)
+and tests/cli/schema_gen.py (drafts a schema from live outputs when a document changes).
+A schema name is the command path joined by '-' (`kernels plan` -> kernels-plan).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL = ROOT / "tests" / "devices" / "data" / "real"
+EXAMPLE = ["--example", "h3c-hygon-p800"]
+
+
+def _trace(tmp: Path) -> str:
+    lines = []
+    for i in range(40):
+        ids = [0, 1 + i % 3, 10 + i % 3] if i % 2 else [0, 20 + i]
+        doc = {"timestamp": i, "input_length": 512 * len(ids) - 100, "output_length": 1}
+        lines.append(json.dumps({**doc, "hash_ids": ids}))
+    path = tmp / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _tree(tmp: Path) -> str:
+    """The seed box example extracted, with one applied transaction to roll back."""
+    from xputune.cli.entry import main
+    from xputune.host.open import example_path
+
+    with tarfile.open(example_path("h3c-hygon-p800")) as tar:
+        tar.extractall(tmp / "tree", filter="tar")
+    root = str(next((tmp / "tree").iterdir()))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["apply", "--root", root, "--profile", "hygon-p800", "-f", "json"]) == 0
+    return root
+
+
+Case = Callable[[Path], list[str]]
+
+#: schema name -> one or more ways to produce the document (argv builders).
+CASES: dict[str, list[Case]] = {
+    "probe": [
+        lambda _: ["probe", *EXAMPLE, "-f", "json"],
+        lambda _: ["probe", "--example", "nvidia-hgx-h100", "-f", "json"],
+    ],
+    "smi": [
+        lambda _: ["smi", "-i", str(REAL / "xpusmi-q-x-telegraf-p800-oam-8.xml"), "-f", "json"],
+        lambda _: ["smi", "-i", str(REAL / "nvsmi-topo-h100-nv18-nic-rows.txt"), "-f", "json"],
+        lambda _: ["smi", "-i", str(REAL / "nvsmi-q-x-hadoop-p100x2.xml"), "-f", "json"],
+    ],
+    "check": [lambda _: ["check", *EXAMPLE, "-f", "json"]],
+    "apply": [lambda _: ["apply", *EXAMPLE, "--dry-run", "-f", "json"]],
+    "rollback": [lambda tmp: ["rollback", "--root", _tree(tmp), "-f", "json"]],
+    "recommend": [lambda _: ["recommend", *EXAMPLE, "-f", "json"]],
+    "profiles": [lambda _: ["profiles", "-f", "json"]],
+    "profile": [
+        lambda _: ["profiles", "generic", "-f", "json"],
+        lambda _: ["profiles", "hygon-p800", "-f", "json"],
+    ],
+    "model": [lambda _: ["model", "--seed", "-f", "json"]],
+    "tiers": [
+        lambda tmp: ["tiers", "--trace", _trace(tmp), "-f", "json"],
+        lambda tmp: ["tiers", "--trace", _trace(tmp), "--model", "glm-5", "--tp", "8", "-fjson"],
+    ],
+    "plan": [
+        lambda _: ["plan", *EXAMPLE, "--model", "glm-5", "--tp", "8", "-f", "json"],
+        lambda _: [
+            "plan",
+            "--example",
+            "nvidia-hgx-h100",
+            "--model",
+            "glm-5",
+            "--tp",
+            "8",
+            "-f",
+            "json",
+        ],
+    ],
+    "kernels-plan": [
+        lambda _: [
+            "kernels",
+            "plan",
+            "--tokens",
+            "32768",
+            "--page-size",
+            "64",
+            "--layers",
+            "78",
+            "--item-size",
+            "1152",
+            "-f",
+            "json",
+        ],
+    ],
+    "kernels-build": [lambda _: ["kernels", "build", "-f", "json"]],
+    "kernels-selftest": [lambda _: ["kernels", "selftest", "--rounds", "1", "-f", "json"]],
+    "bench-copy": [
+        lambda _: [
+            "bench",
+            "copy",
+            "--tokens",
+            "256",
+            "--page-size",
+            "16",
+            "--repeats",
+            "1",
+            "-f",
+            "json",
+        ],
+    ],
+    "bench-host": [lambda _: ["bench", "host", "--size", "8M", "--pin", "mlock", "-f", "json"]],
+}
+
+
+def run_json(argv: list[str]) -> tuple[int, dict]:
+    """Run xputune in-process; (exit code, the JSON document it printed)."""
+    from xputune.cli.entry import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(argv)
+    text = out.getvalue()
+    return code, json.loads(text[text.index("{") :])

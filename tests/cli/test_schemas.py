@@ -1,0 +1,57 @@
+"""Every --format json document validates against the schema shipped for it (draft 2020-12).
+
+Each case runs the real command on bundled data (examples, saved vendor outputs, a small
+trace), so a key renamed in a command without its schema fails here. When a document changes
+on purpose: python -m tests.cli.schema_gen NAME, then review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from tests.cli.schema_cases import CASES, run_json
+from xputune.cli.schema_cmds import schema_names, schema_text
+
+CHECK_EXIT = {"check": (0, 1)}  # check exits 1 when the host drifts from the profile
+
+
+def test_every_schema_has_a_case_and_every_case_a_schema() -> None:
+    assert sorted(CASES) == schema_names()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_live_output_matches_its_schema(name: str, tmp_path: Path) -> None:
+    schema = json.loads(schema_text(name))
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    validator = Draft202012Validator(schema)
+    for i, case in enumerate(CASES[name]):
+        where = tmp_path / str(i)
+        where.mkdir()
+        argv = case(where)
+        code, doc = run_json(argv)
+        assert code in CHECK_EXIT.get(name, (0,)), argv
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in
+                  validator.iter_errors(doc)]  # fmt: skip
+        assert not errors, f"{' '.join(argv)}:\n" + "\n".join(errors[:10])
+
+
+def test_a_renamed_key_fails() -> None:
+    """The schemas are not vacuous: a document missing a required key is refused."""
+    validator = Draft202012Validator(json.loads(schema_text("tiers")))
+    code, doc = run_json(CASES["model"][0](Path()))
+    assert code == 0 and not validator.is_valid(doc)
+
+
+def test_schema_command_lists_and_prints(run_cli) -> None:
+    code, out, _ = run_cli("schema")
+    assert code == 0 and out.split() == schema_names()
+    code, out, _ = run_cli("schema", "probe")
+    assert code == 0 and json.loads(out)["properties"]["schema_version"] == {"const": 1}
+    code, _, err = run_cli("schema", "nope")
+    assert code == 2 and err.startswith("xputune: error: no schema named 'nope'")
+    assert len(err.splitlines()) == 1
