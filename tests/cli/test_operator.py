@@ -214,3 +214,16 @@ def test_progress_is_silent_when_not_a_terminal(capsys) -> None:
     with progress(1000, "reading", enabled=False) as advance:
         advance(1)
     assert capsys.readouterr() == ("", "")
+
+
+def test_counting_reader_reports_every_byte(tmp_path: Path) -> None:
+    import gzip
+
+    from xputune.cli.output import CountingReader
+
+    path = tmp_path / "t.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"a": 1}\n' * 1000))
+    seen: list[int] = []
+    with CountingReader(open(path, "rb"), seen.append) as raw:
+        lines = gzip.GzipFile(fileobj=raw).read().splitlines()
+    assert len(lines) == 1000 and sum(seen) == path.stat().st_size

@@ -256,3 +256,50 @@ def progress(
             bar.advance(task, n)
 
         yield advance
+
+
+class CountingReader:
+    """A binary file that reports each read's size to `advance` (for progress over a file).
+
+    Wrap the raw file before any decompression so the total is the file's size on disk:
+
+        with progress(path.stat().st_size, f"reading {path.name}", enabled=...) as advance:
+            raw = CountingReader(open(path, "rb"), advance)
+            ...  # gzip.GzipFile(fileobj=raw), zstd stream_reader(raw), or raw itself
+    """
+
+    def __init__(self, raw: Any, advance: Callable[[int], None]) -> None:
+        self._raw = raw
+        self._advance = advance
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self._advance(len(data))
+        return data
+
+    def read1(self, size: int = -1) -> bytes:
+        data = self._raw.read1(size)
+        self._advance(len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._raw.readinto(buffer) or 0
+        self._advance(n)
+        return n
+
+    def readline(self, size: int = -1) -> bytes:
+        data = self._raw.readline(size)
+        self._advance(len(data))
+        return data
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b"")
+
+    def __enter__(self) -> CountingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._raw.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
