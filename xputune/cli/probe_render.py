@@ -84,9 +84,23 @@ def matrix(topo: Topology, source: str = PCIE_ONLY) -> Table:
     return table
 
 
-def narrow_matrix(topo: Topology, source: str = PCIE_ONLY) -> tuple[Table, Text, Table | None]:
+def _near(topo: Topology, labels: list[str]) -> Table:
+    nics = [n.name for n in topo.nics]
+    near = new_table("NICs and CPUs near each card and NIC", [("", ID)])
+    for label in labels:
+        near.add_column(label, justify="center", **ID)
+    near.add_column("CPU Affinity", **ID)
+    near.add_column("NUMA Affinity", justify="center", **TEXT)
+    affinity = _affinity(topo)
+    for row in [c.name for c in topo.cards] + nics:
+        near.add_row(row, *(_cell(topo, row, col) for col in nics), *affinity[row])
+    return near
+
+
+def narrow_matrix(topo: Topology, console: Console, source: str = PCIE_ONLY) -> list:
     """The same relations for a narrow terminal: cards against cards, the legend, then each
-    card and NIC against the NICs (short labels nic0.. with a legend line) and its affinity."""
+    card and NIC against the NICs and its affinity (NICs as nic0.. with a key line when
+    their names do not fit)."""
     cards = [c.name for c in topo.cards]
     square = new_table(f"Relations from {source}: cards", [("", ID)])
     for name in cards:
@@ -94,20 +108,12 @@ def narrow_matrix(topo: Topology, source: str = PCIE_ONLY) -> tuple[Table, Text,
     for row in cards:
         square.add_row(row, *(_cell(topo, row, col) for col in cards))
     nics = [n.name for n in topo.nics]
+    near = _near(topo, nics)
+    if len(fit(console, near)) == 1:
+        return [square, legend(), near]
     labels = [f"nic{i}" for i in range(len(nics))]
-    key = Text(
-        "  " + ", ".join(f"{label} = {name}" for label, name in zip(labels, nics, strict=True)),
-        style="dim",
-    )
-    near = new_table("NICs and CPUs near each card and NIC", [("", ID)])
-    for label in labels:
-        near.add_column(label, justify="center", **ID)
-    near.add_column("CPU Affinity", **ID)
-    near.add_column("NUMA Affinity", justify="center", **TEXT)
-    affinity = _affinity(topo)
-    for row in cards + nics:
-        near.add_row(row, *(_cell(topo, row, col) for col in nics), *affinity[row])
-    return square, key if nics else Text(""), near
+    key = ", ".join(f"{label} = {name}" for label, name in zip(labels, nics, strict=True))
+    return [square, legend(), _near(topo, labels), Text(f"  {key}", style="dim")]
 
 
 def legend() -> Text:
@@ -286,8 +292,7 @@ def render(
         if len(fit(console, whole)) == 1 or not topo.cards:
             parts += [whole, legend()]
         else:
-            square, key, near = narrow_matrix(topo, relation_source)
-            parts += [square, legend(), near, key]
+            parts += narrow_matrix(topo, console, relation_source)
     if topo.cards:
         parts.append(cards_table(topo))
         if vendor:
