@@ -84,43 +84,52 @@ def new_table(title: str, columns: Sequence[str | tuple[str, dict[str, Any]]]) -
     return table
 
 
-def _widths(out: Console, table: Table) -> tuple[list[int], list[int]]:
-    """Each column's natural and narrowest width (padding and rule included).
-
-    The narrowest never cuts an ID cell; an ID column's header may wrap at its spaces.
-    """
+def _span(out: Console, cell: Any) -> tuple[int, int]:
+    """(widest line, longest word) of a cell, without rendering it where it is plain text."""
     from rich.measure import Measurement
+    from rich.text import Text
 
-    options = out.options.update_width(1 << 16)
-    _, right, _, left = table.padding
-    natural, narrowest = [], []
+    if isinstance(cell, str) and "[" in cell:
+        cell = out.render_str(cell)
+    plain = cell.plain if isinstance(cell, Text) else cell
+    if not isinstance(plain, str):
+        measured = Measurement.get(out, out.options.update_width(1 << 16), cell)
+        return measured.maximum, measured.minimum
+    from rich.cells import cell_len
+
+    lines = plain.splitlines() or [""]
+    words = plain.split() or [""]
+    return max(map(cell_len, lines)), max(map(cell_len, words))
+
+
+def _columns(out: Console, table: Table) -> list[tuple[int, int]]:
+    """Each column's natural and narrowest content width, measured once.
+
+    The narrowest never cuts an ID cell (its header may wrap); descriptive text may fold a
+    word longer than LONG_WORD.
+    """
+    found = []
     for column in table.columns:
-        head = Measurement.get(out, options, column.header)
-        widest, least = head.maximum, head.minimum
+        head_wide, head_word = _span(out, column.header)
+        wide, least = head_wide, min(head_word, LONG_WORD)
         for cell in column.cells:
-            measured = Measurement.get(out, options, cell)
-            widest = max(widest, measured.maximum)
-            if column.no_wrap:
-                least = max(least, measured.maximum)
-            else:
-                least = max(least, min(measured.minimum, LONG_WORD))
+            cell_wide, cell_word = _span(out, cell)
+            wide = max(wide, cell_wide)
+            least = max(least, cell_wide if column.no_wrap else min(cell_word, LONG_WORD))
         if column.min_width:
             least = max(least, column.min_width)
-        natural.append(widest + left + right + 1)
-        narrowest.append(max(least, 1) + left + right + 1)
-    return natural, narrowest
+        found.append((wide, max(least, 1)))
+    return found
 
 
 def _wrap_id_headers(out: Console, table: Table) -> None:
     """Let an ID column's header wrap (its cells still never do) where the header is wider."""
-    from rich.measure import Measurement
     from rich.text import Text
 
-    options = out.options.update_width(1 << 16)
     for column in table.columns:
         if not column.no_wrap or not column.cells:
             continue
-        cells = max(Measurement.get(out, options, c).maximum for c in column.cells)
+        cells = max(_span(out, c)[0] for c in column.cells)
         header = column.header
         if isinstance(header, str):
             header = out.render_str(header)
@@ -131,30 +140,30 @@ def _wrap_id_headers(out: Console, table: Table) -> None:
             column.max_width = max(cells, max(map(len, header.plain.split()), default=1))
 
 
-def _lay_out(out: Console, table: Table, room: int) -> None:
+def _lay_out(table: Table, sizes: list[tuple[int, int]], room: int) -> None:
     """Fix column widths: narrow the widest wrappable column first, none below its narrowest.
 
     (rich's own collapse may narrow a column below its longest word, splitting "off/off".)
     """
-    natural, narrowest = _widths(out, table)
-    widths = list(natural)
-    excess = sum(widths) - room
+    _, right, _, left = table.padding
+    extra = left + right + 1
+    widths = [wide for wide, _ in sizes]
+    excess = sum(widths) + extra * len(widths) - room
     while excess > 0:
-        slack = [i for i, w in enumerate(widths) if w > narrowest[i]]
+        slack = [i for i, w in enumerate(widths) if w > sizes[i][1]]
         if not slack:
             break
         widest = max(slack, key=lambda i: widths[i])
         widths[widest] -= 1
         excess -= 1
-    _, right, _, left = table.padding
     for column, width in zip(table.columns, widths, strict=True):
-        column.width = width - left - right - 1
+        column.width = width
 
 
 def fit(out: Console, table: Table, keys: int = 1) -> list[Table]:
     """The table itself when it fits the console, else column blocks each repeating `keys`.
 
-    "Fits" means rich can lay it out by wrapping descriptive columns only; ID cells are never
+    "Fits" means it can be laid out by wrapping descriptive columns only; ID cells are never
     narrowed. A block holds as many columns as fit; a column wider than the console on its
     own gets a block of its own (and folds, losing nothing). Wide output is left untouched.
     """
@@ -163,13 +172,15 @@ def fit(out: Console, table: Table, keys: int = 1) -> list[Table]:
     from rich.table import Table
 
     room = out.width - 1  # the left rule
-    natural, _ = _widths(out, table)
-    if sum(natural) <= room:
+    _, right, _, left = table.padding
+    extra = left + right + 1
+    sizes = _columns(out, table)
+    if sum(wide + extra for wide, _ in sizes) <= room:
         return [table]
     _wrap_id_headers(out, table)
-    _, widths = _widths(out, table)
+    widths = [least + extra for _, least in sizes]
     if sum(widths) <= room or len(table.columns) <= keys + 1:
-        _lay_out(out, table, room)
+        _lay_out(table, sizes, room)
         return [table]
     keys = min(keys, len(table.columns) - 1)
     key_width = sum(widths[:keys])
@@ -201,7 +212,7 @@ def fit(out: Console, table: Table, keys: int = 1) -> list[Table]:
         for r, row in enumerate(table.rows):
             cells = [table.columns[i]._cells[r] for i in picked]
             part.add_row(*cells, style=row.style, end_section=row.end_section)
-        _lay_out(out, part, room)
+        _lay_out(part, [sizes[i] for i in picked], room)
         tables.append(part)
     return tables
 
