@@ -8,6 +8,7 @@ how `xputune record` captures exactly what the probe reads.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
@@ -406,6 +407,280 @@ class DirView(HostView):
     def _not_writable(self, path: str, what: str = "") -> HostError:
         what = f" ({what})" if what else ""
         return HostError(f"{self.label}: {path} is not a regular file{what}; not writing")
+
+    # -- strict writes: xputune's own files (state dir, journal, lock, units) --------------
+    # Unlike sysfs attributes, these paths never legitimately contain a symlink, so they are
+    # walked from the root one component at a time, openat-style, each directory opened
+    # O_NOFOLLOW relative to its parent's descriptor: a symlink anywhere in the path (even one
+    # that stays inside the root) is refused, and nothing swapped in between a check and the
+    # write can redirect it.
+    def _components(self, path: str) -> list[str]:
+        if not path.startswith("/"):
+            raise HostError(f"host paths are absolute, got {path!r}")
+        names = [n for n in path.split("/") if n not in ("", ".")]
+        if ".." in names:
+            raise RootEscapeError(f"{self.label}: {shown(path)} contains '..'; not writing")
+        return names
+
+    def _symlink_refused(self, path: str) -> HostError:
+        return HostError(
+            f"{self.label}: {shown(path)} is a symlink; refusing to write through it "
+            "(move it away and retry)"
+        )
+
+    def open_dir(self, path: str, create: bool = False, mode: int = 0o755) -> int:
+        """A directory descriptor on `path`, walked without following any symlink.
+
+        `create` makes missing directories with `mode` (exactly, whatever the umask).
+        FileNotFoundError when a component is missing and not `create`.
+        """
+        return self._walk(path, create, mode, None)
+
+    def makedirs(self, path: str, mode: int = 0o755) -> list[str]:
+        """Create the missing directories of `path`; the ones created, deepest first."""
+        created: list[str] = []
+        os.close(self._walk(path, True, mode, created))
+        return created[::-1]
+
+    def _walk(self, path: str, create: bool, mode: int, created: list[str] | None) -> int:
+        names = self._components(path)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        here = ""
+        try:
+            for name in names:
+                here = f"{here}/{name}"
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    if not create:
+                        raise FileNotFoundError(errno.ENOENT, "no such directory", here) from None
+                    os.mkdir(name, mode, dir_fd=fd)
+                    if created is not None:
+                        created.append(here)
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
+                        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=fd)
+                        os.fchmod(sub, mode)
+                        os.close(sub)
+                if stat.S_ISLNK(st.st_mode):
+                    raise self._symlink_refused(here)
+                if not stat.S_ISDIR(st.st_mode):
+                    raise HostError(f"{self.label}: {shown(here)} is not a directory")
+                try:
+                    sub = os.open(
+                        name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | _NOFOLLOW, dir_fd=fd
+                    )
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise self._symlink_refused(here) from None
+                    raise
+                os.close(fd)
+                fd = sub
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _parent(self, path: str, create: bool = False, mode: int = 0o755) -> tuple[int, str]:
+        folder, _, name = path.rstrip("/").rpartition("/")
+        if name in ("", ".", ".."):
+            raise HostError(f"{self.label}: {shown(path)} does not name a file")
+        return self.open_dir(folder or "/", create, mode), name
+
+    def lkind(self, path: str) -> str | None:
+        """'file', 'dir', 'link', 'other' or None, without following the last component."""
+        try:
+            fd, name = self._parent(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(fd)
+        if stat.S_ISLNK(st.st_mode):
+            return "link"
+        if stat.S_ISDIR(st.st_mode):
+            return "dir"
+        return "file" if stat.S_ISREG(st.st_mode) else "other"
+
+    def read_strict(self, path: str, cap: int = DEFAULT_READ_CAP) -> bytes | None:
+        """A regular file's bytes, no symlink anywhere in the path; None when absent."""
+        try:
+            fd, name = self._parent(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            try:
+                ffd = os.open(name, os.O_RDONLY | _OPEN_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise self._symlink_refused(path) from None
+                raise
+        finally:
+            os.close(fd)
+        try:
+            st = os.fstat(ffd)
+            if not stat.S_ISREG(st.st_mode):
+                raise _not_regular(self.label, path, describe_mode(st.st_mode))
+            data = None if st.st_size > cap else _read_to_end(ffd, st.st_size, cap)
+            if data is None:
+                raise _too_large(self.label, path, cap)
+            return data
+        finally:
+            os.close(ffd)
+
+    def readlink_strict(self, path: str) -> str | None:
+        """The target of the symlink `path` (not followed); None when it is not a symlink."""
+        try:
+            fd, name = self._parent(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            return os.readlink(name, dir_fd=fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def replace_file(
+        self, path: str, data: bytes, mode: int = 0o644, dir_mode: int = 0o755
+    ) -> list[str]:
+        """Atomically replace `path` (tmp file O_EXCL in the same directory, fsync, rename,
+        fsync the directory); missing directories are created with `dir_mode`. The ones
+        created, deepest first. Never follows a symlink; a symlink at `path` is refused."""
+        folder = path.rstrip("/").rpartition("/")[0] or "/"
+        created = self.makedirs(folder, dir_mode)
+        fd, name = self._parent(path)
+        try:
+            if self._lkind_at(fd, name) not in (None, "file"):
+                raise HostError(
+                    f"{self.label}: {shown(path)} is not a regular file; refusing to replace it"
+                )
+            write_replace_at(fd, name, data, mode)
+        finally:
+            os.close(fd)
+        return created
+
+    @staticmethod
+    def _lkind_at(fd: int, name: str) -> str | None:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return "link"
+        return "file" if stat.S_ISREG(st.st_mode) else "other"
+
+    def remove(self, path: str) -> bool:
+        """Unlink a file or symlink (never what it points to); False when absent."""
+        try:
+            fd, name = self._parent(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        try:
+            if self._lkind_at(fd, name) == "other" and stat.S_ISDIR(
+                os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            ):
+                raise HostError(f"{self.label}: {shown(path)} is a directory; not removing")
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                return False
+            os.fsync(fd)
+            return True
+        finally:
+            os.close(fd)
+
+    def rmdir(self, path: str) -> bool:
+        """Remove an empty directory; False when absent or not empty (kept)."""
+        try:
+            fd, name = self._parent(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                return False
+            os.rmdir(name, dir_fd=fd)
+            os.fsync(fd)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def symlink(self, path: str, target: str, dir_mode: int = 0o755) -> list[str]:
+        """Create (or replace) the symlink `path` -> `target`; created directories returned."""
+        folder = path.rstrip("/").rpartition("/")[0] or "/"
+        created = self.makedirs(folder, dir_mode)
+        fd, name = self._parent(path)
+        try:
+            kind = self._lkind_at(fd, name)
+            if kind not in (None, "link"):
+                raise HostError(f"{self.label}: {shown(path)} exists and is not a symlink")
+            if kind == "link":
+                os.unlink(name, dir_fd=fd)
+            os.symlink(target, name, dir_fd=fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return created
+
+
+#: Temporary files of write_replace_at: "<name>.tmp.<pid>".
+TMP_MARK = ".tmp."
+
+
+def write_replace_at(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+    """Replace `name` in the directory `dir_fd` so a crash leaves the old or the new file.
+
+    The temporary file is created O_EXCL|O_NOFOLLOW (a planted file or link is never
+    written through), given `mode` whatever the umask, fsynced, renamed over, and the
+    directory fsynced so the rename survives a power cut. A failure removes it again.
+    """
+    tmp = f"{name}{TMP_MARK}{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=dir_fd)  # our own leftover (same pid after a kill: pid reuse)
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | _NOFOLLOW, mode, dir_fd=dir_fd
+    )
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    os.fsync(dir_fd)
+
+
+def clean_tmp_at(dir_fd: int, names: Iterable[str]) -> list[str]:
+    """Remove leftovers "<name>.tmp.<pid>" of killed writers; the names removed.
+
+    Called with the state lock held, so no live writer owns one.
+    """
+    wanted = tuple(f"{n}{TMP_MARK}" for n in names)
+    removed = []
+    for entry in os.listdir(dir_fd):
+        if entry.startswith(wanted) and entry.rpartition(TMP_MARK)[2].isdecimal():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry, dir_fd=dir_fd)
+                removed.append(entry)
+    if removed:
+        os.fsync(dir_fd)
+    return removed
 
 
 class _Member(NamedTuple):

@@ -9,22 +9,38 @@ originals in reverse, whatever state the apply died in.
 One journal holds the transactions since the host was last rolled back, oldest first: a second
 apply that changes more appends to it, and rollback returns the host to where it was before the
 first. A completed rollback moves the journal to history/ (kept for the record).
+
+The journal is data, not commands. It carries a SHA-256 checksum over its transactions and the
+identity of the host that wrote it (its machine-id, a recording's own under --root); a journal
+whose checksum does not match, or that was written on another host, is refused with one line
+before anything runs. Its steps are then validated against the knobs that own them
+(tune/validate.py) before rollback executes any of them. Every file here is opened relative to
+the state directory's descriptor, never through a symlink, and temporary files a killed writer
+left behind are removed when the journal is next opened (always under the state lock).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
+import hashlib
 import json
 import os
+import stat
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from xputune.errors import HostError
+from xputune.host.view import DEFAULT_READ_CAP, clean_tmp_at, write_replace_at
 from xputune.tune.errors import JournalError
-from xputune.tune.state import atomic_write, fsync_dir
+from xputune.tune.state import open_state_fd
 
 SCHEMA_VERSION = 1
 JOURNAL = "journal.json"
+#: Largest journal read (a transaction is a few KiB; raw originals are small sysfs files).
+MAX_JOURNAL = DEFAULT_READ_CAP
 HISTORY = "history"
 
 IN_PROGRESS = "in-progress"
@@ -65,6 +81,8 @@ class Transaction:
     steps: list[Step]
     finished: str | None = None
     error: str | None = None
+    #: The profile's platform_registers this apply could write (what validation allows).
+    platform_registers: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Transaction:
@@ -83,16 +101,35 @@ class Journal:
         self.folder = folder
         self.path = os.path.join(folder, JOURNAL)
         self.host = ""
+        #: The machine-id the journal belongs to (kept from the file, else this host's).
+        self.host_id: str = getattr(folder, "host_id", "") or ""
         self.transactions: list[Transaction] = []
         self._load()
 
     def _load(self) -> None:
         try:
-            with open(self.path, encoding="utf-8") as fh:
-                raw = json.load(fh)
+            dir_fd = open_state_fd(self.folder)
         except FileNotFoundError:
             return
-        except (OSError, ValueError) as exc:
+        except HostError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return
+            raise JournalError(str(exc)) from exc
+        try:
+            clean_tmp_at(dir_fd, (JOURNAL,))
+            data = _read_at(dir_fd, JOURNAL, self.path)
+        except OSError as exc:
+            raise JournalError(
+                f"journal {self.path} is unreadable ({exc.strerror or exc}); inspect it and "
+                "move it away before applying again"
+            ) from exc
+        finally:
+            os.close(dir_fd)
+        if data is None:
+            return
+        try:
+            raw = json.loads(data)
+        except ValueError as exc:
             raise JournalError(
                 f"journal {self.path} is unreadable ({exc}); inspect it and move it away "
                 "before applying again"
@@ -101,14 +138,31 @@ class Journal:
             if raw.get("schema_version") != SCHEMA_VERSION:
                 raise ValueError(f"schema_version {raw.get('schema_version')!r}")
             self.host = raw.get("host", "")
-            self.transactions = [Transaction.from_dict(t) for t in raw["transactions"]]
+            transactions = raw["transactions"]
+            if not isinstance(transactions, list):
+                raise TypeError("transactions is not a list")
+            self.transactions = [Transaction.from_dict(t) for t in transactions]
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise JournalError(f"journal {self.path} has an unexpected layout ({exc})") from exc
+        recorded_id = raw.get("host_id", "")
+        if raw.get("checksum") != checksum(transactions, recorded_id):
+            raise JournalError(
+                f"journal {self.path}: checksum does not match its steps (altered or damaged); "
+                "refusing to act on it (nothing was changed). Inspect it, restore by hand, and "
+                "move it away"
+            )
+        current = getattr(self.folder, "host_id", None)
+        if current is not None and recorded_id != current:
+            raise JournalError(
+                f"journal {self.path} was written on host {recorded_id or 'unknown'!r}, this is "
+                f"{current or 'unknown'!r}; refusing to act on it (nothing was changed)"
+            )
+        self.host_id = recorded_id
 
     # -- queries ----------------------------------------------------------------------------
     @property
     def exists(self) -> bool:
-        return os.path.exists(self.path)
+        return os.path.lexists(self.path)
 
     def active(self) -> list[Transaction]:
         """Transactions whose changes may still be on the host, oldest first."""
@@ -144,24 +198,86 @@ class Journal:
             self.transactions.remove(txn)
 
     def save(self) -> None:
+        transactions = [
+            {**asdict(t), "steps": [asdict(s) for s in t.steps]} for t in self.transactions
+        ]
         data = {
             "schema_version": SCHEMA_VERSION,
             "host": self.host,
-            "transactions": [
-                {**asdict(t), "steps": [asdict(s) for s in t.steps]} for t in self.transactions
-            ],
+            "host_id": self.host_id,
+            "checksum": checksum(transactions, self.host_id),
+            "transactions": transactions,
         }
-        atomic_write(self.path, (json.dumps(data, indent=1) + "\n").encode())
+        dir_fd = open_state_fd(self.folder)
+        try:
+            write_replace_at(dir_fd, JOURNAL, (json.dumps(data, indent=1) + "\n").encode(), 0o600)
+        finally:
+            os.close(dir_fd)
 
     def archive(self) -> str | None:
         """Move the journal to history/ once nothing in it is active; the new path or None."""
         if self.active() or not self.exists:
             return None
-        history = os.path.join(self.folder, HISTORY)
-        os.makedirs(history, mode=0o700, exist_ok=True)
-        dest = os.path.join(history, f"journal-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.json")
-        os.replace(self.path, dest)
-        fsync_dir(history)
-        fsync_dir(self.folder)
+        name = f"journal-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.json"
+        dir_fd = open_state_fd(self.folder)
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(HISTORY, 0o700, dir_fd=dir_fd)
+            hist_fd = os.open(
+                HISTORY, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+            )
+            try:
+                if stat.S_IMODE(os.fstat(hist_fd).st_mode) != 0o700:
+                    os.fchmod(hist_fd, 0o700)
+                os.replace(JOURNAL, name, src_dir_fd=dir_fd, dst_dir_fd=hist_fd)
+                os.fsync(hist_fd)
+            finally:
+                os.close(hist_fd)
+            os.fsync(dir_fd)
+        except OSError as exc:
+            raise JournalError(
+                f"cannot move {self.path} to {HISTORY}/: {exc.strerror or exc} (is "
+                f"{HISTORY} a symlink?)"
+            ) from exc
+        finally:
+            os.close(dir_fd)
         self.transactions = []
-        return dest
+        return os.path.join(self.folder, HISTORY, name)
+
+
+def checksum(transactions: Any, host_id: str) -> str:
+    """SHA-256 over the transactions (canonical JSON) and the host identity."""
+    blob = json.dumps(
+        {"host_id": host_id, "transactions": transactions}, sort_keys=True, separators=(",", ":")
+    )
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _read_at(dir_fd: int, name: str, shown: str) -> bytes | None:
+    """A regular file in dir_fd, not followed if a symlink; None when absent."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):
+            raise JournalError(
+                f"journal {shown} is a symlink or special file; refusing it"
+            ) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise JournalError(f"journal {shown} is not a regular file; refusing it")
+        if st.st_size > MAX_JOURNAL:
+            raise JournalError(f"journal {shown} is larger than {MAX_JOURNAL} bytes; refusing it")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > MAX_JOURNAL:
+                raise JournalError(f"journal {shown} is larger than {MAX_JOURNAL} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -6,11 +6,15 @@ a stale lock behind; the pid written into the file is only for the message.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 from types import TracebackType
 
+from xputune.errors import HostError
 from xputune.tune.errors import LockBusy
+from xputune.tune.state import open_state_fd
 
 LOCK = "lock"
 
@@ -19,20 +23,50 @@ class StateLock:
     """Context manager holding the state-dir lock; `wait` blocks instead of failing."""
 
     def __init__(self, folder: str, wait: bool = False) -> None:
+        self.folder = folder
         self.path = os.path.join(folder, LOCK)
         self.wait = wait
         self._fd: int | None = None
 
     def holder(self) -> str:
         try:
-            with open(self.path, encoding="ascii") as fh:
-                pid = fh.read().strip()
-        except OSError:
+            fd = self._open(os.O_RDONLY)
+            try:
+                pid = os.read(fd, 32).decode("ascii", "replace").strip()
+            finally:
+                os.close(fd)
+        except (OSError, HostError):
             return "unknown pid"
         return f"pid {pid}" if pid.isdigit() else "unknown pid"
 
+    def _open(self, flags: int) -> int:
+        """The lock file, opened relative to the state dir's descriptor, never through a
+        symlink, and only when it is a regular file (a FIFO or device is not opened to wait)."""
+        dir_fd = open_state_fd(self.folder)
+        try:
+            fd = os.open(
+                LOCK,
+                flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC,
+                0o600,
+                dir_fd=dir_fd,
+            )
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):
+                raise HostError(
+                    f"{self.path} is a symlink or special file; refusing to lock through it "
+                    "(nothing was changed; move it away and retry)"
+                ) from None
+            raise
+        finally:
+            os.close(dir_fd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise HostError(f"{self.path} is not a regular file; refusing to lock it")
+        return fd
+
     def __enter__(self) -> StateLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = self._open(os.O_RDWR | os.O_CREAT)
         try:
             flags = fcntl.LOCK_EX if self.wait else fcntl.LOCK_EX | fcntl.LOCK_NB
             try:

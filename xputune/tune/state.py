@@ -1,19 +1,60 @@
-"""Where xputune keeps its own state (journal, lock) and how it writes it crash-safely.
+"""Where xputune keeps its own state (journal, lock, history) and how it writes it safely.
 
 The state directory is /var/lib/xputune on the live host and <root>/var/lib/xputune under
 --root, so a fixture carries its own journal and tests never touch the machine's. These are
-xputune's files, not host settings, so they are written directly rather than through the host
-view (which can only change files that already exist).
+xputune's files, not host settings: they are written through the host view's strict
+primitives, walked from the root openat-style with O_NOFOLLOW, so a symlink at var, var/lib,
+var/lib/xputune or any file in it is refused rather than followed out of the root. The
+directory is created 0700 and, before use, must be owned by root (or, under --root, by the
+invoking user) and closed to everyone else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 
 from xputune.errors import HostError
 from xputune.host import HostView
+from xputune.host.view import DirView, clean_tmp_at, write_replace_at
 
 STATE_DIR = "/var/lib/xputune"
+MACHINE_ID_PATHS = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+
+
+class StateDir(str):
+    """The state directory's filesystem path, carrying the view it belongs to.
+
+    A str, so code that only needs the path keeps working; `open()` hands out a fresh
+    descriptor walked from the root without following symlinks, which every write uses.
+    """
+
+    view: DirView | None
+    host_path: str
+    host_id: str
+
+    def __new__(cls, path: str, view: DirView | None = None, host_id: str = "") -> StateDir:
+        obj = super().__new__(cls, path)
+        obj.view = view
+        obj.host_path = STATE_DIR
+        obj.host_id = host_id
+        return obj
+
+    def open(self) -> int:
+        return open_state_fd(self)
+
+
+def open_state_fd(folder: str) -> int:
+    """A directory descriptor on `folder` (a StateDir: walked from its root; a plain path:
+    its last component must not be a symlink)."""
+    view = getattr(folder, "view", None)
+    if isinstance(view, DirView):
+        return view.open_dir(STATE_DIR)
+    try:
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise HostError(f"cannot open state directory {folder}: {exc.strerror}") from exc
 
 
 def fs_path(view: HostView, host_path: str) -> str:
@@ -24,19 +65,86 @@ def fs_path(view: HostView, host_path: str) -> str:
     return root.rstrip("/") + host_path  # the live root "/" adds nothing
 
 
-def state_dir(view: HostView, create: bool = True) -> str:
-    """The state directory's filesystem path, created 0700 when `create`."""
+def writable_dir_view(view: HostView) -> DirView:
+    if not isinstance(view, DirView) or not view.writable():
+        raise HostError(f"{view.label} is read-only; extract it to a directory to change it")
+    return view
+
+
+def host_id(view: HostView) -> str:
+    """The host's identity for the journal: its machine-id (a recording's own under --root)."""
+    reader = getattr(view, "read_strict", None)
+    for path in MACHINE_ID_PATHS:
+        with contextlib.suppress(HostError, OSError, ValueError):
+            data = reader(path, 4096) if reader else view.read_bytes(path)
+            text = (data or b"").decode("ascii", "replace").strip()
+            if text:
+                return text[:64]
+    return ""
+
+
+def allowed_owner(view: DirView) -> set[int]:
+    """Who may own the state dir: root; under --root also the invoking user."""
+    return {0} if view.live else {0, os.getuid()}
+
+
+def state_dir(view: HostView, create: bool = True) -> StateDir:
+    """The state directory, created 0700 when `create`, checked before use.
+
+    Refuses (HostError, one line) a symlink anywhere on var/lib/xputune, a state directory
+    owned by someone else, or one others can write to. Without `create`, a missing directory
+    is returned as is (nothing to roll back).
+    """
+    dview = writable_dir_view(view)
     path = fs_path(view, STATE_DIR)
-    if create:
-        try:
-            os.makedirs(path, mode=0o700, exist_ok=True)
-        except OSError as exc:
-            raise HostError(f"cannot create state directory {path}: {exc.strerror}") from exc
-    return path
+    ident = host_id(view)
+    try:
+        if create:
+            dview.makedirs(os.path.dirname(STATE_DIR), 0o755)
+            fd = dview.open_dir(STATE_DIR, create=True, mode=0o700)
+        else:
+            try:
+                fd = dview.open_dir(STATE_DIR)
+            except (FileNotFoundError, NotADirectoryError):
+                return StateDir(path, dview, ident)
+    except HostError:
+        raise
+    except OSError as exc:
+        raise HostError(f"cannot create state directory {path}: {exc.strerror}") from exc
+    try:
+        check_state_fd(fd, path, allowed_owner(dview))
+    finally:
+        os.close(fd)
+    return StateDir(path, dview, ident)
+
+
+def check_state_fd(fd: int, path: str, owners: set[int]) -> None:
+    st = os.fstat(fd)
+    if st.st_uid not in owners:
+        raise HostError(
+            f"state directory {path} is owned by uid {st.st_uid}, not "
+            f"{' or '.join(f'uid {u}' for u in sorted(owners))}; refusing to use it"
+        )
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        if stat.S_IMODE(st.st_mode) & 0o022:
+            raise HostError(
+                f"state directory {path} is writable by others "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}); refusing to use it"
+            )
+        os.fchmod(fd, 0o700)  # ours and only readable by others: close it
+
+
+def clean_tmp(folder: str, names: tuple[str, ...]) -> list[str]:
+    """Remove temporary files a killed writer left in the state dir (lock held)."""
+    fd = open_state_fd(folder)
+    try:
+        return clean_tmp_at(fd, names)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         os.fsync(fd)
     finally:
@@ -46,22 +154,12 @@ def fsync_dir(path: str) -> None:
 def atomic_write(path: str, data: bytes, mode: int = 0o600) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new file.
 
-    Temp file in the same directory, fsync, rename over, fsync the directory (so the rename
-    itself survives a power cut). The mode is set explicitly, whatever the umask.
+    Temp file O_EXCL in the same directory, fsync, rename over, fsync the directory. The
+    directory itself must not be a symlink. The mode is set explicitly, whatever the umask.
     """
     folder = os.path.dirname(path) or "."
-    tmp = f"{path}.tmp.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
+        write_replace_at(fd, os.path.basename(path), data, mode)
+    finally:
         os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(folder)

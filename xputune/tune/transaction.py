@@ -27,6 +27,7 @@ from xputune.tune.journal import (
 )
 from xputune.tune.knobs import KNOBS, TuneContext
 from xputune.tune.steps import Change, accessor
+from xputune.tune.validate import validate
 
 #: Test-only crash point: "K" or "K:before" dies just before the write of step K, "K:after"
 #: just after it (before it is verified), by SIGKILL, exactly like `kill -9`.
@@ -58,6 +59,7 @@ def run(
     """Apply `changes`; on any failure restore this transaction's originals and raise."""
     view = ctx.view
     txn = journal.begin(profile, command, view.label)
+    txn.platform_registers = [dict(entry) for entry in ctx.platform_registers]
     current: Change | None = None
     try:
         for n, change in enumerate(changes, 1):
@@ -150,8 +152,13 @@ def _restore_one(view: HostView, step: Step) -> None:
 
 
 def rollback(view: HostView, journal: Journal) -> list[Restored]:
-    """Restore every active transaction of the journal, newest first, then archive it."""
+    """Restore every active transaction of the journal, newest first, then archive it.
+
+    Every step is validated against the knob that owns it first (tune/validate.py): a journal
+    that asks for anything a knob could not have written is refused before anything runs.
+    """
     active = journal.active()
+    validate(view, active)
     steps = [step for txn in active for step in txn.steps]
     results = restore(view, steps)
     failed = [r for r in results if r.error]
