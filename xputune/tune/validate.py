@@ -258,10 +258,6 @@ def _pci(ctx: _Context, txn: Transaction, step: Step) -> None:
         raise _Bad(f"offset {offset:#x} is not an aligned config-space offset for width {width}")
     if not 0 < mask < 1 << (8 * width):
         raise _Bad(f"mask {mask:#x} does not fit {width} bytes")
-    for what in ("original", "new"):
-        value = _int(getattr(step, what), what)
-        if value & ~mask:
-            raise _Bad(f"{what} {value:#x} has bits outside mask {mask:#x}")
     field = target.get("field", "")
     if field == "devctl2":
         if width != 2 or mask & ~IDO_MASK:
@@ -284,3 +280,7 @@ def _pci(ctx: _Context, txn: Transaction, step: Step) -> None:
         _platform(ctx, txn, path, offset, width, mask)
     else:
         raise _Bad(f"pcie.ido owns no bits of field {field!r}")
+    for what in ("original", "new"):
+        value = _int(getattr(step, what), what)
+        if value & ~mask:
+            raise _Bad(f"{what} {value:#x} has bits outside mask {mask:#x}")
