@@ -41,6 +41,7 @@ def _root(
 def _register() -> None:
     from xputune.cli import (
         bench_host_cmds,
+        fleet_cmds,
         kernels_cmds,
         launch_cmds,
         plan_cmds,
@@ -60,6 +61,7 @@ def _register() -> None:
         launch_cmds,
         kernels_cmds,
         schema_cmds,
+        fleet_cmds,
     ):
         module.register(app)
     bench_host_cmds.add_to(kernels_cmds.bench_app)

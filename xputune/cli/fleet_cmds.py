@@ -1,0 +1,238 @@
+"""metrics, labels and fleet report: one box's state for Prometheus and Kubernetes, many boxes'
+probes side by side."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data
+
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        "-p",
+        help="Judge drift against this profile (name or .yaml file). Default: the one "
+        "`xputune recommend` picks for this host.",
+        metavar="NAME",
+    ),
+]
+
+
+def _host(root: str | None, example: str | None, profile: str | None):
+    from xputune.cli.common import host_from
+    from xputune.fleet.judge import host_name, judge
+    from xputune.topology.discover import discover
+
+    view = host_from(root, example)
+    topo = discover(view)
+    return topo, host_name(view), judge(view, topo, profile)
+
+
+def metrics(
+    root: RootOpt = None,
+    example: ExampleOpt = None,
+    profile: ProfileOpt = None,
+    textfile: Annotated[
+        str | None,
+        typer.Option(
+            "--textfile",
+            metavar="DIR",
+            help="Write DIR/xputune.prom atomically (for node_exporter's "
+            "--collector.textfile.directory) instead of printing.",
+        ),
+    ] = None,
+) -> None:
+    """Print the host's layout, links, PCIe ordering and drift as Prometheus metrics.
+
+    Text exposition format, names prefixed xputune_, values in base units: per card its NUMA
+    node, uplink group, PCIe link speed (transfers per second) and width now and at most, a
+    0/1 degraded flag; ID-based ordering (0/1) of every port on each card's path; per knob the
+    places that drift from the profile (the same rows as `xputune check`); _info metrics for
+    the host and each card. A value that cannot be read has no sample.
+
+    Examples:
+
+        xputune metrics --example h3c-hygon-p800
+        xputune metrics --textfile /var/lib/node_exporter/textfile_collector
+    """
+    from xputune.fleet.atomic import write_atomic
+    from xputune.fleet.metrics import exposition
+
+    topo, host, judgement = _host(root, example, profile)
+    text = exposition(topo, host, judgement)
+    if textfile is None:
+        typer.echo(text, nl=False)
+    else:
+        path = write_atomic(textfile, "xputune.prom", text)
+        typer.echo(f"wrote {path}", err=True)
+
+
+def labels(
+    nfd: Annotated[
+        str,
+        typer.Option(
+            "--nfd",
+            metavar="DIR",
+            help="Node Feature Discovery's features.d folder, usually "
+            "/etc/kubernetes/node-feature-discovery/features.d ('-' prints instead).",
+        ),
+    ],
+    root: RootOpt = None,
+    example: ExampleOpt = None,
+    profile: ProfileOpt = None,
+    expiry: Annotated[
+        int,
+        typer.Option(
+            "--expiry",
+            min=0,
+            metavar="MINUTES",
+            help="NFD drops the labels this long after the write unless rewritten "
+            "(0: never expire).",
+        ),
+    ] = 60,
+) -> None:
+    """Write node labels for the scheduler as a Node Feature Discovery local feature file.
+
+    Labels (prefix xputune.io/): card-count, card-model, card-vendor, card-numa-nodes (the node
+    of each card, e.g. 1-1-3-3-5-5-7-7), numa-nodes-with-cards, cards-per-numa-node, uplinks,
+    uplink-shared, cards-per-uplink, degraded-links, ido (on, off, partial, unknown), strategy
+    (the binding strategy `xputune plan` would pick: all-nodes where IDO allows it, else
+    local), profile and profile-holds. The file (DIR/xputune) is replaced atomically and
+    starts with a `# +expiry-time=` directive, so a node whose writer stopped loses them.
+
+    Examples:
+
+        xputune labels --nfd /etc/kubernetes/node-feature-discovery/features.d
+        xputune labels --nfd - --example h3c-hygon-p800
+    """
+    from datetime import timedelta
+
+    from xputune.fleet.atomic import write_atomic
+    from xputune.fleet.labels import FILE_NAME, feature_file
+    from xputune.fleet.labels import labels as make_labels
+
+    topo, _, judgement = _host(root, example, profile)
+    text = feature_file(make_labels(topo, judgement),
+                        expiry=timedelta(minutes=expiry) if expiry else None)  # fmt: skip
+    if nfd == "-":
+        typer.echo(text, nl=False)
+    else:
+        path = write_atomic(nfd, FILE_NAME, text)
+        typer.echo(f"wrote {path}", err=True)
+
+
+fleet_app = typer.Typer(
+    name="fleet",
+    help="Many hosts at once: merge their probe (and check) JSON into outliers.",
+    no_args_is_help=True,
+)
+
+
+@fleet_app.command("report")
+def report(
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="FILES...",
+            help="`xputune probe --format json` files, and optionally `xputune check --format "
+            "json` files (node7.probe.json and node7.check.json are both host node7).",
+        ),
+    ],
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Which hosts drift, which cards run degraded links, which hosts differ in layout.
+
+    Each file is a probe or a check document of one host (told apart by content); the host is
+    the file name without .json, .probe.json or .check.json. Layout is the card models and
+    count, cards per NUMA node and cards per uplink; a host differs when any of these is not
+    what most hosts have. Drift needs the host's check file. A file that is not such a
+    document, or is of a newer schema_version, is refused with its name (exit 2).
+
+    Exit status: 0 when nothing stands out, 1 when a host drifts, a link is degraded or a
+    layout differs.
+
+    Example:
+
+        for h in $(cat hosts); do ssh $h xputune probe -f json > $h.probe.json; done
+        xputune fleet report *.probe.json *.check.json
+    """
+    from xputune.errors import XputuneError
+    from xputune.fleet.report import build, has_findings, load
+
+    texts = {}
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                texts[path] = handle.read()
+        except UnicodeDecodeError:
+            raise XputuneError(f"{path}: not UTF-8 text (not a probe or check document)") from None
+        except OSError as exc:
+            raise XputuneError(f"{path}: cannot read: {exc.strerror}") from None
+    doc = build(load(texts))
+    if fmt is not Format.table:
+        emit_data(doc, fmt)
+    else:
+        _render(doc)
+    raise typer.Exit(1 if has_findings(doc) else 0)
+
+
+def _render(doc) -> None:
+    from rich.table import Table
+
+    from xputune.cli.output import ID, TEXT
+    from xputune.fleet.report import describe_link
+
+    out = console()
+    table = Table(header_style="bold")
+    for name, kw in (("Host", ID), ("Cards", TEXT), ("Per NUMA node", TEXT),
+                     ("Per uplink", TEXT), ("IDO", ID), ("Links", TEXT), ("Check", TEXT)):
+        table.add_column(name, **kw)  # fmt: skip
+    for row in doc["hosts"]:
+        layout = row["layout"] or {}
+        differs = row["layout_differs"]
+
+        def cell(aspect: str, layout=layout, differs=differs) -> str:
+            value = layout.get(aspect, "-")
+            return f"[red]{value}[/red]" if aspect in differs else value
+
+        degraded = len(row["degraded_links"])
+        links = f"[red]{degraded} degraded[/red]" if degraded else ("ok" if layout else "-")
+        check = row["check"]
+        if check is None:
+            verdict = "[yellow]no check file[/yellow]"
+        elif check["ok"]:
+            verdict = f"[green]{check['profile']}: holds[/green]"
+        else:
+            knobs = ", ".join(check["not_holding"])
+            verdict = f"[red]{check['profile']}: {knobs}[/red]"
+        table.add_row(row["host"], cell("cards"), cell("cards_per_numa_node"),
+                      cell("cards_per_uplink"), row["ido"] or "-", links, verdict)  # fmt: skip
+    out.print(table)
+    majority = doc["majority_layout"]
+    if any(majority.values()):
+        shown = "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in majority.items() if v)
+        out.print(f"majority layout: {shown}", markup=False, soft_wrap=True)
+    for d in doc["degraded_links"]:
+        what = d["card"] or f"uplink {d['bdf']}"
+        out.print(f"degraded: {d['host']} {what} ({d['bdf']}) at {describe_link(d)}",
+                  markup=False, soft_wrap=True)  # fmt: skip
+    summary = []
+    if doc["drifting_hosts"]:
+        summary.append(f"{len(doc['drifting_hosts'])} drift ({', '.join(doc['drifting_hosts'])})")
+    if doc["layout_outliers"]:
+        summary.append(f"{len(doc['layout_outliers'])} differ in layout "
+                       f"({', '.join(doc['layout_outliers'])})")  # fmt: skip
+    if doc["unchecked_hosts"]:
+        summary.append(f"{len(doc['unchecked_hosts'])} without a check file")
+    hosts = len(doc["hosts"])
+    out.print(f"{hosts} host{'s' * (hosts != 1)}: " + ("; ".join(summary) or "nothing stands out"),
+              markup=False, soft_wrap=True)  # fmt: skip
+
+
+def register(app: typer.Typer) -> None:
+    app.command("metrics")(metrics)
+    app.command("labels")(labels)
+    app.add_typer(fleet_app, name="fleet")
