@@ -29,9 +29,9 @@ def _name() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
 
 
-def _group(world: int, size: int = SMALL, **kw) -> list[TpSharedBuffer]:
+def _group(world: int, size: int = SMALL, name: str | None = None, **kw) -> list[TpSharedBuffer]:
     """All ranks of one group, built concurrently on threads (rank 0 waits for the others)."""
-    name, out, errors = _name(), {}, []
+    name, out, errors = name or _name(), {}, []
 
     def build(rank):
         try:
@@ -71,30 +71,91 @@ def test_group_shares_rank0_writes_and_the_file_is_private_then_gone():
             b.close()
 
 
-def test_existing_file_is_never_reused():
-    name = _name()
-    path = os.path.join(SHM_DIR, FILE_PREFIX + name)
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-    os.close(fd)
-    try:
-        with pytest.raises(HostError, match="already exists"):
-            TpSharedBuffer(name, SMALL, 0, 1)
-        assert os.path.exists(path)  # not ours: left alone
-    finally:
-        os.unlink(path)
+def _shm() -> set[str]:
+    """/dev/shm entries of this process tree (other test sessions share /dev/shm)."""
+    return {f for f in os.listdir(SHM_DIR) if not f.startswith(("xputune-test-", "sem."))}
 
 
-def test_attaching_rank_refuses_a_file_others_can_read():
+def _leftover(before: set[str], name: str) -> list[str]:
+    """New /dev/shm entries since `before` that could be ours (any name with ours, or any
+    xputune file that is not another session's test name)."""
+    return sorted(f for f in set(os.listdir(SHM_DIR)) - before if name in f or f in _shm())
+
+
+def test_nothing_is_ever_named_in_dev_shm_and_the_buffer_is_unnamed():
+    before, name = set(os.listdir(SHM_DIR)), _name()
+    bufs = _group(2, name=name)
+    try:
+        assert not _leftover(before, name)
+        assert bufs[0].backing.endswith("(O_TMPFILE, unnamed)") or "memfd" in bufs[0].backing
+        assert not os.path.exists(bufs[0].path)  # the rendezvous socket is gone too
+    finally:
+        for b in bufs:
+            b.close()
+    assert not _leftover(before, name)
+
+
+def test_a_squatter_in_dev_shm_cannot_block_or_feed_the_group():
     name = _name()
-    path = os.path.join(SHM_DIR, FILE_PREFIX + name)
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-    os.fchmod(fd, 0o644)
+    squat = os.path.join(SHM_DIR, FILE_PREFIX + name)  # the old, guessable name
+    fd = os.open(squat, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o666)
+    os.write(fd, b"attacker data")
     os.close(fd)
     try:
-        with pytest.raises(HostError, match="refusing to share"):
-            TpSharedBuffer(name, SMALL, 1, 2, timeout=1)
+        out = {}
+        threads = [
+            threading.Thread(
+                target=lambda r: out.__setitem__(r, TpSharedBuffer(name, SMALL, r, 2, timeout=10)),
+                args=(r,),
+            )
+            for r in range(2)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(out) == {0, 1}
+        a = out[1].array()
+        assert not a[:13].any()  # rank 1 maps rank 0's zeroed buffer, not the squatter's
+        del a
+        for b in out.values():
+            b.close()
+        with open(squat, "rb") as fh:
+            assert fh.read() == b"attacker data"  # not ours: left alone
     finally:
-        os.unlink(path)
+        os.unlink(squat)
+
+
+def test_the_rendezvous_directory_must_be_private(tmp_path):
+    open_dir = tmp_path / "rv"
+    open_dir.mkdir(mode=0o777)
+    os.chmod(open_dir, 0o777)
+    with pytest.raises(HostError, match="not private"):
+        TpSharedBuffer(_name(), SMALL, 0, 1, rendezvous_dir=str(open_dir))
+    link = tmp_path / "link"
+    os.symlink(tmp_path, link)
+    with pytest.raises(HostError, match="not a directory"):
+        TpSharedBuffer(_name(), SMALL, 0, 1, rendezvous_dir=str(link))
+
+
+def test_a_socket_left_by_a_killed_rank0_is_replaced_and_never_attached(tmp_path):
+    import socket
+
+    rv = tmp_path / "rv"
+    rv.mkdir(mode=0o700)
+    name = _name()
+    probe = TpSharedBuffer(name, SMALL, 0, 1, rendezvous_dir=str(rv))
+    path = probe.path
+    probe.close()
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(path)  # bound, never listening: what a kill -9 leaves
+    dead.close()
+    with pytest.raises(HostError, match="timed out waiting for rank 0"):
+        TpSharedBuffer(name, SMALL, 1, 2, timeout=0.3, rendezvous_dir=str(rv))
+    bufs = _group(2, name=name, rendezvous_dir=str(rv))  # a new rank 0 replaces it
+    for b in bufs:
+        b.close()
+    assert os.listdir(rv) == []
 
 
 def test_missing_rank0_times_out_with_a_clear_error():
@@ -104,9 +165,12 @@ def test_missing_rank0_times_out_with_a_clear_error():
 
 def test_rank0_alone_in_a_group_times_out_and_cleans_up():
     name = _name()
-    with pytest.raises(HostError, match="every TP rank"):
-        TpSharedBuffer(name, SMALL, 0, 2, timeout=0.05)
+    before = set(os.listdir(SHM_DIR))
+    with pytest.raises(HostError, match="every TP rank") as err:
+        TpSharedBuffer(name, SMALL, 0, 2, timeout=0.2)
+    assert "ranks [1] never came" in str(err.value)
     assert not os.path.exists(os.path.join(SHM_DIR, FILE_PREFIX + name))
+    assert not _leftover(before, name)
 
 
 @pytest.mark.parametrize(("name", "rank", "world"), [("a/b", 0, 1), ("ok", 2, 2), ("ok", 0, 0)])
@@ -214,3 +278,49 @@ def test_shared_buffer_is_huge_page_mapped_when_shm_allows():
     finally:
         for b in bufs:
             b.close()
+
+
+# -- rank 0 killed at each stage: nothing in /dev/shm, ever --------------------------------
+_RANK = """
+import sys
+from xputune.errors import HostError
+from xputune.hicache.tpshared import TpSharedBuffer
+name, rank, rv = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+try:
+    buf = TpSharedBuffer(name, 4 << 20, rank, 3, timeout=3, rendezvous_dir=rv)
+except HostError as exc:
+    print("error:", exc)
+    sys.exit(3)
+print("ok")
+buf.close()
+"""
+
+
+@pytest.mark.parametrize("stage", ["created", "populated", "listening", "handed"])
+def test_rank0_killed_at_any_stage_leaves_nothing_in_dev_shm(tmp_path, stage):
+    import subprocess
+    import sys
+
+    from xputune.hicache.tpshared import KILL_ENV
+
+    rv = tmp_path / "rv"
+    rv.mkdir(mode=0o700)
+    name, before = _name(), set(os.listdir(SHM_DIR))
+    env = {**os.environ, KILL_ENV: stage}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RANK, name, str(r), str(rv)],
+            env=env if r == 0 else {k: v for k, v in env.items() if k != KILL_ENV},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(3)
+    ]
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    assert procs[0].returncode == -9
+    # Ranks that got no buffer fail clearly; one that got it before the kill works on alone.
+    assert all(p.returncode in (0, 3) for p in procs[1:]), outs
+    assert any(p.returncode == 3 for p in procs[1:])
+    assert not _leftover(before, name)
+    # At most the dead rank 0's socket: no data behind it, replaced by the next rank 0.
+    assert [f for f in os.listdir(rv) if not f.endswith(".sock")] == []

@@ -2,14 +2,20 @@
 
 MLA host KV is a replicated latent: every TP rank holds bit-identical data, so at TP 8 a
 per-rank pool keeps 8 copies (1/8 of the nominal L2 capacity) and moves 8x the D2H traffic.
-Here TP rank 0 creates one file in /dev/shm, every rank maps it MAP_SHARED, and only rank 0
-writes KV into it; all ranks read with the same indices, which holds because HiRadixCache
-all-reduces its acks, so the tree and the host allocator evolve identically on every rank.
+Here TP rank 0 creates one buffer, every rank maps it MAP_SHARED, and only rank 0 writes KV
+into it; all ranks read with the same indices, which holds because HiRadixCache all-reduces its
+acks, so the tree and the host allocator evolve identically on every rank.
 
-The file holds users' prompts, so it is created O_EXCL with mode 0600 (a name squatted by
-someone else fails instead of being reused), other ranks refuse a file that is not ours and
-0600, and rank 0 unlinks it as soon as every rank has it mapped: from then on the memory lives
-only in the mappings and vanishes with the last process, crash or not.
+The buffer holds users' prompts and never has a name: rank 0 creates it O_TMPFILE in /dev/shm
+(mode 0600; memfd_create where the filesystem lacks O_TMPFILE), so there is nothing in /dev/shm
+for anyone to guess, squat, open or leave behind, whatever happens. The descriptor reaches the
+other ranks over a Unix socket (SCM_RIGHTS) in a rendezvous directory only this user can write
+(/run/xputune for root, $XDG_RUNTIME_DIR/xputune or ~/.cache/xputune/run otherwise; 0700,
+owner-checked, no symlinks). Rank 0 answers only peers of its own uid (SO_PEERCRED) that name
+the same group, TP size and buffer size; a rank accepts only an unnamed, private regular file
+of its own uid. A socket left by a killed rank 0 holds no data: the next rank 0 replaces it, and
+a rank that finds it gets "connection refused" and waits for a live one. The socket is removed
+as soon as every rank has the buffer mapped, and on every failure path of rank 0.
 
 Physical form: MADV_HUGEPAGE on the mapping (huge pages need /dev/shm mounted huge=advise or
 huge=always), and MPOL_INTERLEAVE over the usable nodes while pages are faulted in and
@@ -25,10 +31,15 @@ the others stop too) instead of reading another request's KV.
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import mmap
 import os
 import re
+import signal
+import socket
 import stat
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -42,7 +53,10 @@ from xputune.host import open_host
 from xputune.host.values import find_mount
 
 SHM_DIR = "/dev/shm"
-FILE_PREFIX = "xputune-"
+FILE_PREFIX = "xputune-"  # names of the seed's scheme; nothing is created under it any more
+#: Test-only: SIGKILL rank 0 at a stage ("created", "populated", "listening", "handed").
+KILL_ENV = "XPUTUNE_TEST_TPSHARED_KILL"
+_HELLO = struct.Struct("<8sIIQ")  # magic, rank, world, size
 MAGIC = b"XPUTSHM1"
 VERSION = 1
 MAX_WORLD = 256
@@ -91,6 +105,7 @@ class TpSharedBuffer:
         touch: bool = True,
         timeout: float = 300.0,
         shm_dir: str = SHM_DIR,
+        rendezvous_dir: str | None = None,
     ) -> None:
         if not _NAME_RE.match(name):
             raise HostError(f"shared buffer name {name!r}: use letters, digits, '.', '_', '-'")
@@ -99,7 +114,13 @@ class TpSharedBuffer:
         if size <= 0:
             raise HostError(f"shared buffer size must be positive, got {size}")
         self.name, self.size, self.rank, self.world_size = name, size, rank, world_size
-        self.path = os.path.join(shm_dir, FILE_PREFIX + name)
+        self.shm_dir = shm_dir
+        self.rendezvous = rendezvous_dir or default_rendezvous_dir()
+        tag = hashlib.sha256(name.encode()).hexdigest()[:32]
+        #: The rendezvous socket (the only name on disk; no data behind it).
+        self.path = os.path.join(self.rendezvous, f"tp-{tag}.sock")
+        self.backing = ""
+        self._listener: socket.socket | None = None
         self.data_len = _round_up(size, linux_mm.HUGE_PAGE_SIZE)
         board = world_size * BOARD_RING * 16
         self.file_len = self.data_len + _round_up(_H_BOARD + board, linux_mm.PAGE_SIZE)
@@ -115,66 +136,160 @@ class TpSharedBuffer:
         self._last_published = 0
         deadline = time.monotonic() + timeout
         try:
+            private_dir(self.rendezvous)
             fd = self._create() if rank == 0 else self._attach(deadline)
             try:
                 self._map(fd, deadline)
+                self._setup(registrar, interleave, huge, touch, deadline, fd)
             finally:
                 os.close(fd)
-            self._setup(registrar, interleave, huge, touch, deadline)
         except BaseException:
             self.close()
             raise
 
     # -- creation and attachment ----------------------------------------------------------
     def _create(self) -> int:
-        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(self.path, flags, 0o600)
-        except FileExistsError:
-            raise HostError(
-                f"{self.path} already exists: another server uses the name {self.name!r}, or "
-                "one crashed before unlinking it (remove the file if no server runs)"
-            ) from None
-        except OSError as exc:
-            raise HostError(f"cannot create {self.path}: {exc.strerror}") from exc
+        """An unnamed 0600 file in shm_dir (O_TMPFILE), else a memfd; sized."""
         self._owner = True
+        try:
+            fd = os.open(self.shm_dir, os.O_RDWR | os.O_TMPFILE | os.O_CLOEXEC, 0o600)
+            self.backing = f"{self.shm_dir} (O_TMPFILE, unnamed)"
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+                raise HostError(
+                    f"cannot create a buffer in {self.shm_dir}: {exc.strerror}"
+                ) from exc
+            fd = os.memfd_create(f"xputune-tp-{os.getpid()}", os.MFD_CLOEXEC)
+            self.backing = "memfd (shmem_enabled governs THP)"
         try:
             os.fchmod(fd, 0o600)  # whatever the umask did
             os.ftruncate(fd, self.file_len)
         except OSError as exc:
             os.close(fd)
-            raise HostError(f"cannot size {self.path}: {exc.strerror}") from exc
+            raise HostError(f"cannot size the shared buffer: {exc.strerror}") from exc
         self.file_mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        _test_kill("created")
         return fd
 
-    def _attach(self, deadline: float) -> int:
-        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
-        while True:
+    def _listen(self) -> None:
+        """Bind the rendezvous socket, replacing one a killed rank 0 left (never a live one)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(self.path)
+                if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+                    raise HostError(f"{self.path} is not a socket of this user; refusing it")
+                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    probe.connect(self.path)
+                except ConnectionRefusedError:
+                    os.unlink(self.path)  # a dead rank 0's: no data behind it
+                else:
+                    raise HostError(
+                        f"another TP group already serves the shared buffer {self.name!r} "
+                        f"({self.path}); pick another name"
+                    )
+                finally:
+                    probe.close()
+            old = os.umask(0o177)
             try:
-                fd = os.open(self.path, flags)
-                break
-            except FileNotFoundError:
+                sock.bind(self.path)
+            finally:
+                os.umask(old)
+            sock.listen(MAX_WORLD)
+        except BaseException:
+            sock.close()
+            raise
+        self._listener = sock
+        _test_kill("listening")
+
+    def _serve(self, fd: int, deadline: float) -> None:
+        """Hand the descriptor to every other rank of the group, once each."""
+        assert self._listener is not None
+        waiting = set(range(1, self.world_size))
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HostError(
+                    f"TP rank 0: timed out waiting for every TP rank to map the shared buffer "
+                    f"(ranks {sorted(waiting)} never came; {self.path})"
+                )
+            self._listener.settimeout(min(left, 0.5))
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                rank = self._greet(conn, deadline)
+                if rank in waiting:
+                    conn.sendall(b"OK")
+                    socket.send_fds(conn, [struct.pack("<Q", self.file_len)], [fd])
+                    waiting.discard(rank)
+                    _test_kill("handed")
+
+    def _greet(self, conn: socket.socket, deadline: float) -> int | None:
+        """The peer's rank when it is this user's process asking for this very group."""
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        if uid != os.geteuid():
+            return None
+        conn.settimeout(max(0.05, min(5.0, deadline - time.monotonic())))
+        try:
+            hello = _recv_exact(conn, _HELLO.size)
+        except OSError:
+            return None
+        magic, rank, world, size = _HELLO.unpack(hello)
+        if magic != MAGIC or world != self.world_size or size != self.size:
+            with contextlib.suppress(OSError):
+                conn.sendall(b"NO")
+            return None
+        return rank if 0 < rank < world else None
+
+    def _attach(self, deadline: float) -> int:
+        """Ask rank 0 for the descriptor; wait while it is not there yet."""
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+            try:
+                sock.settimeout(max(0.05, min(5.0, deadline - time.monotonic())))
+                sock.connect(self.path)
+                creds = sock.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+                )
+                if struct.unpack("3i", creds)[1] != os.geteuid():
+                    raise HostError(f"{self.path} is served by another user; refusing it")
+                sock.sendall(_HELLO.pack(MAGIC, self.rank, self.world_size, self.size))
+                answer = _recv_exact(sock, 2)
+                if answer != b"OK":
+                    raise HostError(
+                        f"rank 0 of {self.name!r} refused rank {self.rank}: ranks disagree on "
+                        "TP size or buffer size"
+                    )
+                _, fds, _, _ = socket.recv_fds(sock, 8, 1)
+                if len(fds) != 1:
+                    raise HostError(f"rank 0 of {self.name!r} sent no buffer")
+                return self._check_received(fds[0])
+            except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, EOFError):
                 self._wait(deadline, "rank 0 to create the shared buffer")
-            except OSError as exc:
-                raise HostError(f"cannot open {self.path}: {exc.strerror}") from exc
+            except TimeoutError:
+                self._wait(deadline, "rank 0 to create the shared buffer")
+            finally:
+                sock.close()
+
+    def _check_received(self, fd: int) -> int:
         st = os.fstat(fd)
         if (
             not stat.S_ISREG(st.st_mode)
             or st.st_uid != os.geteuid()
             or stat.S_IMODE(st.st_mode) & 0o077
+            or st.st_nlink != 0
         ):
             os.close(fd)
             raise HostError(
-                f"{self.path} is not a private regular file of this user "
-                f"(mode {stat.S_IMODE(st.st_mode):o}, uid {st.st_uid}); refusing to share KV"
+                f"the buffer rank 0 sent is not an unnamed private file of this user "
+                f"(mode {stat.S_IMODE(st.st_mode):o}, uid {st.st_uid}, links {st.st_nlink}); "
+                "refusing to share KV"
             )
         self.file_mode = stat.S_IMODE(st.st_mode)
-        while os.fstat(fd).st_size < self.file_len:
-            try:
-                self._wait(deadline, "rank 0 to size the shared buffer")
-            except BaseException:
-                os.close(fd)
-                raise
         return fd
 
     def _map(self, fd: int, deadline: float) -> None:
@@ -212,6 +327,7 @@ class TpSharedBuffer:
         huge: bool,
         touch: bool,
         deadline: float,
+        fd: int,
     ) -> None:
         assert self._mm is not None and self._b is not None and self._q is not None
         mm = self._mm
@@ -238,10 +354,14 @@ class TpSharedBuffer:
                 self.timings["register_s"] = time.perf_counter() - t
         if self.rank == 0:
             self._q[_H_FLAGS_Q] = 1
+            _test_kill("populated")
             t = time.perf_counter()
+            if self.world_size > 1:
+                self._listen()
+                self._serve(fd, deadline)
             while not all(self._b[_H_MAPPED + r] for r in range(1, self.world_size)):
                 self._wait(deadline, "every TP rank to map the shared buffer")
-            os.unlink(self.path)
+            self._unlisten()
             self.unlinked = True
             self.timings["wait_ranks_s"] = time.perf_counter() - t
         self.placement = numa_mem.check_placement(self.address, self.data_len, nodes)
@@ -307,8 +427,7 @@ class TpSharedBuffer:
             self._registrar.unregister(self.address)
             self._registrar = None
         if self._owner and not self.unlinked:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
+            self._unlisten()
             self.unlinked = True
         for view in (self._q, self._b):
             if view is not None:
@@ -322,6 +441,16 @@ class TpSharedBuffer:
                     "shared buffer still has live views (numpy arrays or memoryviews); "
                     "drop them before closing it"
                 ) from exc
+
+    def _unlisten(self) -> None:
+        """Remove our rendezvous socket (only ours: a later group may own the name now)."""
+        if self._listener is None:
+            return
+        with contextlib.suppress(OSError):
+            if self._listener.getsockname() == self.path:
+                os.unlink(self.path)
+        self._listener.close()
+        self._listener = None
 
     def __enter__(self) -> TpSharedBuffer:
         return self
@@ -351,3 +480,49 @@ def live_shm_huge_mode(mount_point: str = SHM_DIR) -> str:
     """huge= of the live /dev/shm mount (this process's own mount namespace)."""
     text = open_host().read_optional("/proc/self/mountinfo")
     return "unknown" if text is None else shm_huge_mode(text, mount_point)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError("peer closed")
+        data += chunk
+    return data
+
+
+def _test_kill(stage: str) -> None:
+    if os.environ.get(KILL_ENV) == stage:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def default_rendezvous_dir() -> str:
+    """A directory only this user can create entries in."""
+    if os.geteuid() == 0:
+        return "/run/xputune"
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        with contextlib.suppress(OSError):
+            st = os.lstat(runtime)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+                return os.path.join(runtime, "xputune")
+    return os.path.join(os.path.expanduser("~"), ".cache", "xputune", "run")
+
+
+def private_dir(path: str) -> None:
+    """Create `path` 0700 (parents 0700 too) and check it: ours, 0700, not a symlink."""
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        st = os.lstat(path)
+    except OSError as exc:
+        raise HostError(f"cannot create rendezvous directory {path}: {exc.strerror}") from exc
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise HostError(f"rendezvous directory {path} is not a directory; refusing it")
+    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
+        raise HostError(
+            f"rendezvous directory {path} is not private to this user (uid {st.st_uid}, "
+            f"mode {stat.S_IMODE(st.st_mode):04o}); refusing it"
+        )
