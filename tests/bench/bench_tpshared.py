@@ -4,7 +4,12 @@ Each of 8 processes maps (shared) or allocates (private) the host KV buffer and 
 it; while all hold it, the parent sums their PSS, both for the buffer mapping alone (smaps) and
 for the whole process (smaps_rollup, which adds each interpreter's own memory).
 
-Run: .venv/bin/python tests/bench/bench_tpshared.py [SIZE]   (default 256M)
+The shared buffer is an unnamed O_TMPFILE in SHM_DIR handed to the ranks over a Unix socket.
+Its huge pages depend on that tmpfs's huge= option; to measure THP backing without touching
+/dev/shm, mount a private tmpfs (`mount -t tmpfs -o size=1g,huge=advise tmpfs /tmp/h`) and pass
+it as SHM_DIR. "THP share" is the huge-mapped part (AnonHugePages + ShmemPmdMapped) of RSS.
+
+Run: .venv/bin/python tests/bench/bench_tpshared.py [SIZE [SHM_DIR]]   (default 256M /dev/shm)
 """
 
 from __future__ import annotations
@@ -19,14 +24,14 @@ import psutil
 from xputune.hicache import linux_mm
 from xputune.hicache.hostbench import parse_size
 from xputune.hicache.hostbuf import HostBuffer
-from xputune.hicache.tpshared import TpSharedBuffer, live_shm_huge_mode
+from xputune.hicache.tpshared import SHM_DIR, TpSharedBuffer, shm_huge_mode
 
 TP = 8
 
 
-def _rank(mode, name, size, rank, ready, hold):
+def _rank(mode, name, size, rank, ready, hold, shm_dir=SHM_DIR):
     if mode == "shared":
-        buf = TpSharedBuffer(name, size, rank, TP, timeout=120)
+        buf = TpSharedBuffer(name, size, rank, TP, timeout=120, shm_dir=shm_dir)
     else:
         buf = HostBuffer(size)
     ready.put((rank, psutil.Process().pid, buf.address, buf.timings))
@@ -34,11 +39,14 @@ def _rank(mode, name, size, rank, ready, hold):
     buf.close()
 
 
-def measure(mode: str, size: int) -> dict:
+def measure(mode: str, size: int, shm_dir: str = SHM_DIR) -> dict:
     ctx = mp.get_context("fork")
     ready, hold, name = ctx.Queue(), ctx.Event(), f"bench-{uuid.uuid4().hex[:8]}"
     t = time.perf_counter()
-    procs = [ctx.Process(target=_rank, args=(mode, name, size, r, ready, hold)) for r in range(TP)]
+    procs = [
+        ctx.Process(target=_rank, args=(mode, name, size, r, ready, hold, shm_dir))
+        for r in range(TP)
+    ]
     for p in procs:
         p.start()
     try:
@@ -61,15 +69,16 @@ def measure(mode: str, size: int) -> dict:
 
 def main() -> None:
     size = parse_size(sys.argv[1]) if len(sys.argv) > 1 else 256 << 20
+    shm_dir = sys.argv[2] if len(sys.argv) > 2 else SHM_DIR
     mib = 2**20
-    print(
-        f"TP={TP}, host buffer {size / mib:.0f} MiB per rank, /dev/shm huge={live_shm_huge_mode()}"
-    )
+    with open("/proc/self/mountinfo") as fh:
+        huge = shm_huge_mode(fh.read(), shm_dir)
+    print(f"TP={TP}, host buffer {size / mib:.0f} MiB per rank, {shm_dir} huge={huge}")
     print(
         f"{'mode':>8} {'buffer PSS':>12} {'x buffer':>9} {'buffer RSS':>12} "
         f"{'process PSS':>12} {'huge-mapped':>12} {'setup':>8}"
     )
-    results = {mode: measure(mode, size) for mode in ("private", "shared")}
+    results = {mode: measure(mode, size, shm_dir) for mode in ("private", "shared")}
     for mode, r in results.items():
         print(
             f"{mode:>8} {r['buffer_pss'] / mib:>8.1f} MiB {r['buffer_pss'] / size:>8.2f}x "
@@ -82,6 +91,7 @@ def main() -> None:
         f"whole-process PSS {s['process_pss'] / p['process_pss']:.3f} "
         f"(saved {(p['process_pss'] - s['process_pss']) / mib:.0f} MiB)"
     )
+    print(f"shared THP share: {s['huge'] / max(s['buffer_rss'], 1):.1%} of RSS huge-mapped")
 
 
 if __name__ == "__main__":

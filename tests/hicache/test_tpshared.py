@@ -324,3 +324,31 @@ def test_rank0_killed_at_any_stage_leaves_nothing_in_dev_shm(tmp_path, stage):
     assert not _leftover(before, name)
     # At most the dead rank 0's socket: no data behind it, replaced by the next rank 0.
     assert [f for f in os.listdir(rv) if not f.endswith(".sock")] == []
+
+
+@pytest.fixture
+def huge_tmpfs(tmp_path):
+    """A private tmpfs mounted huge=advise (root only; /dev/shm itself is left as it is)."""
+    import subprocess
+
+    point = tmp_path / "huge"
+    point.mkdir()
+    cmd = ["mount", "-t", "tmpfs", "-o", "size=64m,huge=advise", "tmpfs", str(point)]
+    if os.geteuid() != 0 or subprocess.run(cmd, capture_output=True, check=False).returncode:
+        pytest.skip("cannot mount a private tmpfs with huge=advise here")
+    try:
+        yield str(point)
+    finally:
+        subprocess.run(["umount", str(point)], capture_output=True, check=False)
+
+
+def test_the_unnamed_buffer_keeps_thp_backing_on_a_huge_tmpfs(huge_tmpfs):
+    bufs = _group(2, size=8 << 20, shm_dir=huge_tmpfs)
+    try:
+        assert all(b.backing.startswith(huge_tmpfs) for b in bufs[:1])
+        assert os.listdir(huge_tmpfs) == []  # unnamed there too
+        stats = [b.stats() for b in bufs]
+        assert all(s.shmem_pmd >= (8 << 20) for s in stats), stats
+    finally:
+        for b in bufs:
+            b.close()
