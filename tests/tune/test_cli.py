@@ -149,3 +149,103 @@ def test_shipped_examples_are_read_only_for_apply_and_rollback(run_cli):
         assert code == 2 and "read-only recording" in err
     code, out, _ = run_cli("apply", "--example", "h3c-hygon-p800", "--dry-run")
     assert code == 0 and "dry run: 27 change(s) planned" in out
+
+
+# -- least surprise (issue 16 item 2) -----------------------------------------------------------
+
+
+def test_a_knob_flag_alone_plans_that_knob_only(mini, run_cli):
+    code, out, _ = run_cli("apply", "--ido", "--dry-run", "--root", mini, "--format", "json")
+    changes = json.loads(out)["changes"]
+    assert code == 0 and changes and {c["knob"] for c in changes} == {"pcie.ido"}
+    code, out, _ = run_cli("apply", "--thp", "never", "-n", "--root", mini, "-f", "json")
+    assert {c["knob"] for c in json.loads(out)["changes"]} == {"thp.enabled"}
+
+
+def test_a_knob_flag_with_a_profile_applies_the_whole_profile(mini, run_cli):
+    code, out, _ = run_cli(
+        "apply", "--profile", "generic", "--thp", "always", "-n", "--root", mini, "-f", "json"
+    )
+    knobs = {c["knob"] for c in json.loads(out)["changes"]}
+    assert code == 0 and {"shm.huge", "numa.balancing"} <= knobs
+
+
+def test_overriding_a_critical_setting_needs_force_and_says_what(mini, run_cli):
+    code, _, err = run_cli("apply", "--profile", "hygon-p800", "--no-ido", "-n", "--root", mini)
+    assert code == 2 and "--no-ido overrides pcie.ido = on, critical in profile hygon-p800" in err
+    assert "--force" in err
+    code, out, _ = run_cli(
+        "apply", "--profile", "hygon-p800", "--no-ido", "--force", "-n", "--root", mini
+    )
+    assert code == 0 and "dry run" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--only", "pcie.ido", "--skip", "pcie.ido"], "--only and --skip both name pcie.ido"),
+        (["--thp", "never", "--skip", "thp.enabled"], "--skip thp.enabled leaves it alone"),
+        (["--ido", "--only", "shm.huge"], "--only shm.huge leaves it out"),
+    ],
+)
+def test_contradictory_selections_are_errors(mini, run_cli, args, message):
+    code, out, err = run_cli("apply", *args, "-n", "--root", mini)
+    assert code == 2 and out == "" and message in err
+
+
+def test_suggested_commands_carry_the_root_or_example(mini, run_cli):
+    _, out, _ = run_cli("check", "--root", mini)
+    assert f"fix them all with: xputune apply --profile hygon-p800 --root {mini}" in out
+    _, out, _ = run_cli("check", "--example", "h3c-hygon-p800", "--skip", "pcie.ido")
+    assert "xputune apply --profile hygon-p800 --skip pcie.ido --example h3c-hygon-p800" in out
+    code, out, _ = run_cli("apply", "--ido", "--root", mini)
+    assert code == 0 and f"undo with: xputune rollback --root {mini}" in out
+
+
+def test_apply_and_rollback_under_root_change_that_tree_only(mini, tmp_path, run_cli):
+    bystander = minihost.build(str(tmp_path / "other"))
+    before = minihost.snapshot(bystander)
+    start = minihost.snapshot(mini)
+    assert run_cli("apply", "--root", mini)[0] == 0
+    assert minihost.snapshot(mini) != start
+    assert run_cli("rollback", "--root", mini)[0] == 0
+    assert minihost.snapshot(bystander) == before
+    changed = minihost.snapshot(mini)
+    assert {k: v for k, v in changed.items() if not k.startswith("var/")} == {
+        k: v for k, v in start.items() if not k.startswith("var/")
+    }
+
+
+# -- one verdict (issue 16 item 3) --------------------------------------------------------------
+
+PROBE_NAME = {
+    "thp.enabled": "thp enabled",
+    "thp.defrag": "thp defrag",
+    "thp.shmem_enabled": "thp shmem_enabled",
+    "shm.huge": "/dev/shm huge",
+    "numa.balancing": "numa balancing",
+}
+
+
+@pytest.mark.parametrize("where", ["mini", "h3c-hygon-p800", "nvidia-hgx-h100"])
+def test_probe_and_check_give_one_verdict(mini, where):
+    from xputune.host import open_host
+    from xputune.topology.verdicts import BASELINE, settings_verdicts
+    from xputune.tune import engine
+
+    view = open_host(mini, None) if where == "mini" else open_host(None, where)
+    topo = engine.discover(view)
+    probe = {v.setting: v for v in settings_verdicts(topo)}
+    selection = engine.select(topo, "generic")
+    rows = engine.check(engine.context(view, topo, selection), selection)
+    assert set(BASELINE) == set(PROBE_NAME)
+    for row in rows:
+        if row.knob in PROBE_NAME:
+            assert (probe[PROBE_NAME[row.knob]].verdict == "ok") == row.holds, row
+    ido = engine.select(topo, "hygon-p800", only=["pcie.ido"])
+    ido_rows = engine.check(engine.context(view, topo, ido), ido)
+    value = probe["pcie ido"].value
+    if topo.cards and "/" in value:
+        on, total = value.split()[0].split("/")
+        assert int(total) == len(ido_rows)
+        assert int(on) == sum(r.holds for r in ido_rows)

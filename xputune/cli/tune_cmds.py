@@ -43,7 +43,24 @@ WaitOpt = Annotated[
     ),
 ]
 
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Let a knob flag override a setting the profile marks critical (refused otherwise).",
+    ),
+]
+
 VERDICT_STYLE = {"ok": "green", "drift": "red", "unsupported": "yellow", "unknown": "yellow"}
+
+
+def _same_host(root: str | None, example: str | None) -> str:
+    """The --root/--example the user ran, for a suggested command to target the same host."""
+    import shlex
+
+    return (f" --root {shlex.quote(root)}" if root else "") + (
+        f" --example {shlex.quote(example)}" if example else ""
+    )
 
 
 def _setup(
@@ -53,6 +70,7 @@ def _setup(
     overrides: dict[str, Any] | None = None,
     only: list[str] | None = None,
     skip: list[str] | None = None,
+    force: bool = False,
 ):
     from xputune.cli.common import host_from
     from xputune.tune import engine
@@ -60,6 +78,7 @@ def _setup(
     view = host_from(root, example)
     topology = engine.discover(view)
     selection = engine.select(topology, profile, overrides, only, skip)
+    engine.require_force(selection, force)
     return view, topology, selection, engine.context(view, topology, selection)
 
 
@@ -149,9 +168,16 @@ def check_cmd(
         if ok:
             out.print(f"[green]all {len(rows)} settings hold[/green]")
         else:
+            import shlex
+
+            again = shlex.join(["xputune", "apply", *selection.persist_args()])
+            from rich.text import Text
+
             out.print(
-                f"[red]{len(rows) - held} of {len(rows)} settings drift[/red]; "
-                f"fix them all with: xputune apply --profile {selection.profile.name}",
+                Text.assemble(
+                    (f"{len(rows) - held} of {len(rows)} settings drift", "red"),
+                    f"; fix them all with: {again}{_same_host(root, example)}",
+                ),
                 soft_wrap=True,
             )
     raise typer.Exit(0 if ok else 1)
@@ -209,6 +235,7 @@ def apply_cmd(
     ] = None,
     only: OnlyOpt = None,
     skip: SkipOpt = None,
+    force: ForceOpt = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", "-n", help="Show the plan and stop; writes nothing at all.")
     ] = False,
@@ -226,6 +253,10 @@ def apply_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Bring the host to a profile, as one transaction that can always be rolled back.
+
+    Knob flags (--ido, --thp, --shm-huge, --numa-balancing) alone change only those knobs;
+    with --profile they override its values and the rest of the profile is applied as well.
+    Overriding a setting the profile marks critical needs --force.
 
     Shows the plan as a diff, then for each change: the original value is written to a
     journal (/var/lib/xputune, fsynced, mode 0600) BEFORE the change, the change is made and
@@ -250,7 +281,7 @@ def apply_cmd(
         "shm.huge": shm_huge,
         "numa.balancing": numa_balancing,
     }
-    view, _, selection, ctx = _setup(root, example, profile, overrides, only, skip)
+    view, _, selection, ctx = _setup(root, example, profile, overrides, only, skip, force)
     command = ["apply", *selection.persist_args()]
     result = engine.apply(
         ctx, selection, command, dry_run=dry_run, wait=wait, persist_unit=persist_unit
@@ -281,10 +312,14 @@ def apply_cmd(
     if result.dry_run:
         out.print(f"dry run: {len(result.changes)} change(s) planned, nothing written")
     elif result.changes:
+        from rich.text import Text
+
         out.print(
-            f"[green]applied and verified {len(result.changes)} change(s)[/green]; "
-            f"originals in {result.journal}; undo with: xputune rollback"
-            + (f" --root {root}" if root else ""),
+            Text.assemble(
+                (f"applied and verified {len(result.changes)} change(s)", "green"),
+                f"; originals in {result.journal}; undo with: xputune rollback"
+                + _same_host(root, example),
+            ),
             soft_wrap=True,
         )
 

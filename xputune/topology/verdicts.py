@@ -1,7 +1,10 @@
-"""Profile-free verdicts on the host settings, for the probe's settings table.
+"""One verdict on the host settings, shared by `probe` and `check`.
 
-`xputune check` judges against a platform profile; the probe only says whether each setting
-helps or hurts the KV transfer path in general, with the reason from the seed report.
+BASELINE is the single source of truth for which value of each host setting helps the KV
+transfer path, whatever the platform: the probe judges with it, and the tuning profiles take
+their values from it (the generic profile names no values of its own; a platform profile
+changes severities, or overrides a value on purpose). So `probe` and `check --profile generic`
+can never disagree on a setting: a value the probe calls "warn" is a drift for check.
 """
 
 from __future__ import annotations
@@ -11,6 +14,24 @@ from dataclasses import dataclass
 from xputune.topology.model import Topology
 
 OK, WARN, BAD, UNKNOWN = "ok", "warn", "bad", "unknown"
+
+# knob name -> the values that hold, the one `apply` sets first (words as the knobs parse them).
+BASELINE: dict[str, tuple[str, ...]] = {
+    "thp.enabled": ("madvise", "always"),
+    "thp.defrag": ("madvise", "defer+madvise", "always"),
+    "thp.shmem_enabled": ("advise", "within_size", "always"),
+    "shm.huge": ("advise", "within_size", "always"),
+    "numa.balancing": ("off",),
+}
+
+
+def baseline_holds(knob: str, value: object) -> bool | None:
+    """Whether a setting's value holds by BASELINE; None when the value is unknown."""
+    if value is None:
+        return None
+    if knob == "numa.balancing":
+        value = "off" if value in (0, "0", "off", False) else "on"
+    return str(value) in BASELINE[knob]
 
 
 @dataclass(frozen=True)
@@ -22,7 +43,9 @@ class Verdict:
 
 
 def _ido_summary(topo: Topology) -> Verdict:
-    states = [fn.ordering for card in topo.cards for fn in topo.ports_on_path(card)]
+    # Each port once (a switch port above two cards is one port), as `check` counts them.
+    seen = {fn.bdf: fn for card in topo.cards for fn in topo.ports_on_path(card)}
+    states = [fn.ordering for fn in seen.values()]
     if not states:
         return Verdict("pcie ido", "no cards", OK, "nothing to order")
     if any(o.ido_request is None for o in states):
@@ -61,30 +84,31 @@ def settings_verdicts(topo: Topology) -> list[Verdict]:
     add(
         "thp enabled",
         s.thp_enabled,
-        s.thp_enabled in ("always", "madvise"),
+        baseline_holds("thp.enabled", s.thp_enabled),
         "MADV_HUGEPAGE host buffers get 2 MB pages",
         "host KV buffers stay on 4 KB pages: ~512x more page-table and IOMMU entries",
     )
     add(
         "thp defrag",
         s.thp_defrag,
-        s.thp_defrag not in ("never",),
+        baseline_holds("thp.defrag", s.thp_defrag),
         "huge pages are assembled for madvised buffers",
         "madvised buffers may not get huge pages",
     )
     add(
         "thp shmem_enabled",
         s.thp_shmem_enabled,
-        True,
-        "covers SysV shm and memfd, not /dev/shm (that is the mount's huge= option)",
-        "",
+        baseline_holds("thp.shmem_enabled", s.thp_shmem_enabled),
+        "memfd / shared anonymous staging buffers get huge pages when they ask",
+        "memfd / shared anonymous buffers stay on 4 KB pages even when they madvise "
+        "(/dev/shm itself is the mount's huge= option)",
     )
     if s.shm is None:
         out.append(Verdict("/dev/shm huge", "not mounted", WARN, "TP-shared host buffer needs it"))
     elif s.shm.fstype != "tmpfs":
         out.append(Verdict("/dev/shm huge", f"{s.shm.fstype}", BAD, "/dev/shm is not a tmpfs"))
     else:
-        good = s.shm.huge in ("advise", "always", "within_size")
+        good = baseline_holds("shm.huge", s.shm.huge)
         out.append(
             Verdict(
                 "/dev/shm huge",
@@ -98,7 +122,7 @@ def settings_verdicts(topo: Topology) -> list[Verdict]:
     add(
         "numa balancing",
         s.numa_balancing,
-        s.numa_balancing == 0,
+        baseline_holds("numa.balancing", s.numa_balancing),
         "pinned host buffers are not migrated",
         "the kernel scans and migrates pages of pinned KV buffers; turn it off",
     )

@@ -25,6 +25,14 @@ from xputune.tune.state import state_dir
 from xputune.tune.steps import Change
 from xputune.tune.transaction import Restored, rollback, run
 
+# The apply flag that sets each knob, for messages and for the boot unit's command line.
+FLAGS = {
+    "pcie.ido": "--ido",
+    "thp.enabled": "--thp",
+    "shm.huge": "--shm-huge",
+    "numa.balancing": "--numa-balancing",
+}
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -34,6 +42,7 @@ class Selection:
     how: str  # "given", "recommended" or "fallback"
     wants: dict[str, Want]
     overrides: dict[str, Any] = field(default_factory=dict)  # knob -> raw flag value
+    overridden: tuple[str, ...] = ()  # flags overriding critical settings of a given profile
 
     def persist_args(self) -> list[str]:
         """The flags that reproduce this selection at boot."""
@@ -42,16 +51,13 @@ class Selection:
         except XputuneError:
             by_name = False
         args = ["--profile", self.profile.name if by_name else self.profile.path]
-        flags = {
-            "thp.enabled": "--thp",
-            "shm.huge": "--shm-huge",
-            "numa.balancing": "--numa-balancing",
-        }
         for knob, raw in self.overrides.items():
             if knob == "pcie.ido":
                 args.append("--ido" if raw else "--no-ido")
             else:
-                args += [flags[knob], str(raw)]
+                args += [FLAGS[knob], str(raw)]
+        if self.overridden:
+            args.append("--force")
         managed = set(self.wants)
         skipped = [k for k in self.profile.knobs if k not in managed]
         for knob in skipped:
@@ -72,11 +78,31 @@ def select(
     only: list[str] | None = None,
     skip: list[str] | None = None,
 ) -> Selection:
-    """Resolve the profile (given, else recommended) and apply flag overrides to it."""
+    """Resolve the profile (given, else recommended) and apply flag overrides to it.
+
+    Least surprise: knob flags (overrides) without a profile narrow the selection to those
+    knobs, so `apply --ido` touches PCIe ordering and nothing else; with `--profile` they
+    change the profile's values and the rest of the profile is applied too; a flag that then
+    overrides a critical setting of the profile is listed in `Selection.overridden`, which
+    `require_force` refuses without --force. `--only` and `--skip` naming the same knob, or a
+    flag for a knob they leave out, are contradictions and refused.
+    """
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     for name in (*(only or ()), *(skip or ())):
         if name not in KNOBS:
             raise XputuneError(f"unknown knob {name!r} (known: {', '.join(KNOBS)})")
+    both = [k for k in KNOBS if k in (only or ()) and k in (skip or ())]
+    if both:
+        raise XputuneError(
+            f"--only and --skip both name {', '.join(both)}: say whether to manage it or not"
+        )
+    for knob in overrides:
+        if knob in (skip or ()):
+            raise XputuneError(f"{FLAGS[knob]} sets {knob} but --skip {knob} leaves it alone")
+        if only and knob not in only:
+            raise XputuneError(
+                f"{FLAGS[knob]} sets {knob} but --only {' --only '.join(only)} leaves it out"
+            )
     if profile:
         chosen, how = profiles.load(profile), "given"
     else:
@@ -85,16 +111,33 @@ def select(
             (best.profile, "recommended") if best else (profiles.load("generic"), "fallback")
         )
     wants = dict(chosen.knobs)
+    overridden: list[str] = []
     for knob, raw in overrides.items():
         parsed = KNOBS[knob].parse(raw, f"flag for {knob}")
-        severity = wants[knob].severity if knob in wants else "warn"
+        was = wants.get(knob)
+        if profile and was is not None and was.severity == "critical" and not was.holds(parsed):
+            flag = ("--ido" if parsed else "--no-ido") if knob == "pcie.ido" else FLAGS[knob]
+            shown = "" if knob == "pcie.ido" else f" {KNOBS[knob].describe(parsed)}"
+            overridden.append(
+                f"{flag}{shown} overrides {knob} = "
+                f"{KNOBS[knob].describe(was.value)}, critical in profile {chosen.name}"
+            )
+        severity = was.severity if was is not None else "warn"
         wants[knob] = Want(parsed, (), severity, "command line")
+    if overrides and not profile and not only:
+        only = list(overrides)  # the knobs the flags name, and nothing else
     if only:
         wants = {k: w for k, w in wants.items() if k in only}
     for knob in skip or ():
         wants.pop(knob, None)
     ordered = {k: wants[k] for k in KNOBS if k in wants}
-    return Selection(chosen, how, ordered, overrides)
+    return Selection(chosen, how, ordered, overrides, tuple(overridden))
+
+
+def require_force(selection: Selection, force: bool) -> None:
+    """Refuse a selection whose flags override critical settings of its profile, unless forced."""
+    if selection.overridden and not force:
+        raise XputuneError("; ".join(selection.overridden) + ": pass --force to do it anyway")
 
 
 def context(view: HostView, topology: Topology, selection: Selection) -> TuneContext:
@@ -130,6 +173,14 @@ def run_preflight(ctx: TuneContext, changes: list[Change]) -> None:
     for knob, mine in by_knob.items():
         if knob in KNOBS:
             KNOBS[knob].preflight(ctx, mine)
+
+
+def _same_root(view: HostView) -> str:
+    """` --root DIR` for a command suggested about a host tree that is not the live one."""
+    import shlex
+
+    root = getattr(view, "root", None)
+    return "" if view.live or not root else f" --root {shlex.quote(root)}"
 
 
 @dataclass
@@ -170,7 +221,9 @@ def apply(
         if stuck is not None:
             raise JournalError(
                 f"an earlier apply (started {stuck.started}, {len(stuck.steps)} step(s) "
-                f"journaled) did not finish; run `xputune rollback` first (nothing was changed)"
+                f"journaled) did not finish; run `xputune rollback` first"
+                + (f": xputune rollback{_same_root(view)}" if _same_root(view) else "")
+                + " (nothing was changed)"
             )
         changes = plan(ctx, selection, persist_unit)  # the host may have moved while we waited
         run_preflight(ctx, changes)

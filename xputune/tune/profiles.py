@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from xputune.topology.verdicts import BASELINE
 from xputune.tune.errors import ProfileError
 from xputune.tune.knobs import KNOBS, Want
 from xputune.tune.knobs.base import SEVERITIES
@@ -173,6 +174,9 @@ def _knob_fields(raw: Any, where: str) -> dict[str, Any] | None:
 
 def _want(name: str, fields: dict[str, Any], where: str, source: str) -> Want:
     knob = KNOBS[name]
+    if "value" not in fields and "accept" not in fields and name in BASELINE:
+        # One verdict for probe and check: the values come from the probe's baseline.
+        fields = {**fields, "value": BASELINE[name][0], "accept": list(BASELINE[name][1:])}
     if "value" not in fields:
         raise ProfileError(f"{where}: no value (set knobs.{name}.value here or in an include)")
     value = knob.parse(fields["value"], f"{where}.value")
