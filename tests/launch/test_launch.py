@@ -37,41 +37,66 @@ def test_dry_run_prints_the_seed_binding_and_tier(run_cli) -> None:
     assert "--tp-size" not in words  # the user's --tp already says it
 
 
-def test_critical_drift_refuses_before_exec(run_cli, monkeypatch) -> None:
-    def no_exec(spec):
-        raise AssertionError("must not exec")
+def _prepare(*user_args: str, **options):
+    """policy.prepare on the seed box's recording, as a launch on that box would run it."""
+    from xputune.host import open_host
+    from xputune.launch import policy
+    from xputune.topology.discover import discover
 
-    monkeypatch.setattr(launch, "execute", no_exec)
-    code, out, err = _launch(run_cli, *SEED, "--", "--model-path", "glm-5", "--tp", "8")
-    assert code != 0 and out == ""
-    assert err.strip().splitlines()[-1].startswith("xputune: error: 26 critical setting(s)")
-
-
-def test_force_execs_with_merged_args(run_cli, monkeypatch) -> None:
-    seen = []
-    monkeypatch.setattr(launch, "execute", seen.append)
-    code, _, err = _launch(
-        run_cli,
-        "--force",
-        "--strategy",
-        "shared",
-        *SEED,
-        "--",
-        "--model-path",
-        "glm-5",
-        "--tp-size",
-        "8",
-        "--hicache-size",
-        "100",
+    view = open_host(None, "h3c-hygon-p800")
+    defaults = dict(
+        model=None, config=None, tp=None, dtype="bf16", strategy="local", tier=None,
+        cards=None, write_policy="write_through", features="lifo,async,count-once,kernels,numa",
+        profile=None, force=False, dry_run=False, stats_dir=None,
+    )  # fmt: skip
+    defaults.update(options)
+    user = list(user_args)
+    defaults["tp"] = policy.reconcile_tp(defaults["tp"], user)
+    defaults["model"], defaults["config"] = policy.model_from_args(
+        defaults["model"], defaults["config"], user
     )
-    assert code == 0 and len(seen) == 1
-    spec = seen[0]
+    return policy.prepare(view, discover(view), user_args=user, **defaults)
+
+
+def test_critical_drift_refuses_before_exec() -> None:
+    from xputune.launch.sglang import LaunchError
+
+    with pytest.raises(LaunchError, match="26 critical setting"):
+        _prepare("--model-path", "glm-5", "--tp", "8")
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_recording_never_launches_even_with_force(run_cli, monkeypatch, force) -> None:
+    monkeypatch.setattr(launch, "execute", lambda spec: pytest.fail("must not exec"))
+    extra = ("--force",) if force else ()
+    code, out, err = _launch(run_cli, *extra, *SEED, "--", "--model-path", "glm-5", "--tp", "8")
+    assert code == 2 and out == ""
+    assert "another machine's bindings" in err and "--force does not change that" in err
+
+
+def test_force_execs_with_merged_args() -> None:
+    spec = _prepare(
+        "--model-path", "glm-5", "--tp-size", "8", "--hicache-size", "100",
+        force=True, strategy="shared",
+    ).spec  # fmt: skip
     assert spec.env["XPUTUNE_HICACHE_TP_SHARED"] == "1"
     assert "XPUTUNE_HICACHE_NUMA" not in spec.env  # the shared buffer is interleaved instead
     assert spec.argv[1:3] == ["-m", "sglang.launch_server"]
     assert spec.argv.count("--hicache-size") == 1 and "100" in spec.argv
     assert any("--hicache-size: yours (100)" in c for c in spec.conflicts)
-    assert "conflict:" in err
+
+
+def test_tp_defaults_to_the_cards_and_odd_sizes_warn(run_cli) -> None:
+    code, out, err = _launch(run_cli, "-n", *SEED, "--", "--model-path", "zai-org/GLM-5")
+    assert code == 0 and "--tp-size 8" in out  # 8 cards, not SGLang's 1
+    code, out, err = _launch(run_cli, "-n", "--tp", "3", *SEED, "--model", "glm-5")
+    assert code == 0 and "--tp-size 3" in out
+    assert "warning: TP 3 does not divide the model's 64 attention heads" in err
+
+
+def test_suggested_commands_name_the_recording(run_cli) -> None:
+    _, _, err = _launch(run_cli, "-n", *SEED, "--", "--model-path", "glm-5", "--tp", "8")
+    assert "run `xputune apply --example h3c-hygon-p800`" in err
 
 
 @pytest.mark.parametrize(

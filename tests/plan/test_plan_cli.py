@@ -153,3 +153,73 @@ def test_model_fits_points(capsys) -> None:
 def test_model_needs_inputs(capsys) -> None:
     rc, _, err = _run(capsys, "model")
     assert rc == 2 and "--point" in err
+
+
+# -- one vocabulary (issue 16 item 3) -----------------------------------------------------------
+
+SEED = ("--example", "h3c-hygon-p800")
+GLM5 = {
+    "model_type": "glm_moe_dsa", "num_hidden_layers": 78, "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64, "index_head_dim": 128, "num_attention_heads": 64,
+}  # fmt: skip
+
+
+def _config(tmp_path: Path) -> Path:
+    folder = tmp_path / "GLM-5"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(GLM5))
+    return folder
+
+
+def _plan_json(capsys, *args: str) -> dict:
+    rc, out, err = _run(capsys, "plan", *SEED, "-f", "json", *args)
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_plan_tp_defaults_to_the_cards_of_the_host(capsys) -> None:
+    data = _plan_json(capsys, "--model", "glm-5")
+    assert data["model"]["tp"] == 8 and len(data["ranks"]) == 8
+
+
+def test_every_spelling_of_a_model_gives_one_geometry(tmp_path: Path, capsys) -> None:
+    folder = _config(tmp_path)
+    sizes = set()
+    for spelling in ("glm-5", "GLM5", "zai-org/GLM-5", str(folder), str(folder / "config.json")):
+        model = _plan_json(capsys, "--model", spelling, "--tp", "8")["model"]
+        sizes.add(model["bytes_per_token_per_rank"])
+    assert len(sizes) == 1
+    for spelling in ("zai-org/GLM-5", str(folder)):
+        rc, out, err = _run(capsys, "model", "--fit-a", "700", "--fit-b", "13", "--tp", "8",
+                            "--model", spelling, "-f", "json")  # fmt: skip
+        assert rc == 0, err
+        assert json.loads(out)["transfer"]["bytes_per_token_per_rank"] in sizes
+
+
+def test_one_json_key_for_bytes_per_token_per_rank(tmp_path: Path, capsys) -> None:
+    plan = _plan_json(capsys, "--model", "glm-5", "--tp", "8")["model"]
+    _, out, _ = _run(capsys, "tiers", "--trace", str(_trace(tmp_path)), "--model", "glm-5",
+                      "--tp", "8", "-f", "json")  # fmt: skip
+    tiers = json.loads(out)["model"]
+    _, out, _ = _run(capsys, "model", "--seed", "-f", "json")
+    model = json.loads(out)["transfer"]
+    assert plan["bytes_per_token_per_rank"] == tiers["bytes_per_token_per_rank"]
+    assert model["bytes_per_token_per_rank"] == plan["bytes_per_token_per_rank"]
+    for doc in (plan, tiers, model):
+        assert "bytes_per_token_rank" not in doc and "model_bytes_per_token" not in doc
+
+
+def test_commands_without_a_host_ask_for_tp(tmp_path: Path, capsys) -> None:
+    rc, out, err = _run(capsys, "tiers", "--trace", str(_trace(tmp_path)), "--model", "glm-5")
+    assert rc != 0 and out == "" and "give --tp N" in err
+    rc, _, err = _run(capsys, "model", "--fit-a", "1", "--fit-b", "1", "--model", "nope")
+    assert rc != 0 and "unknown model 'nope'" in err
+
+
+def test_odd_tp_sizes_warn_with_the_reason(capsys) -> None:
+    data = _plan_json(capsys, "--model", "glm-5", "--tp", "3")
+    assert any("does not divide the model's 64 attention heads" in w for w in data["warnings"])
+    assert any("does not divide the 8 cards" in w for w in data["warnings"])
+    plain = [w for w in _plan_json(capsys, "--model", "glm-5", "--tp", "8")["warnings"]
+             if w.startswith("TP ")]  # fmt: skip
+    assert plain == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from xputune.cli.common import Format, FormatOpt, console, emit_data
+from xputune.cli.plan_opts import ConfigOpt, DtypeOpt, ModelOpt, TpNoHostOpt
 from xputune.errors import XputuneError
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
@@ -19,24 +19,6 @@ class TraceFormat(StrEnum):
     auto = "auto"
     mooncake = "mooncake"
     generic = "generic"
-
-
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        help="A preset (deepseek-v3, deepseek-v3.2, glm-5, qwen3-32b, "
-        "qwen3-235b-a22b, qwen3-30b-a3b, llama-3-70b) to turn tokens into bytes.",
-    ),
-]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--config", help="A Hugging Face config.json instead of a preset.", metavar="FILE"
-    ),
-]
-TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel size.", min=1)]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="KV cache dtype (bf16, fp8, fp32).")]
 
 
 def _count(text: str, what: str) -> int:
@@ -67,25 +49,22 @@ def _read_text(path: Path, what: str) -> list[str]:
         raise XputuneError(f"{what} is not UTF-8 text: {path}") from None
 
 
-def load_geometry(model: str | None, config: Path | None, tp: int, dtype: str):
-    """KV geometry from a preset name or a config.json; None when neither is given."""
-    from xputune.plan.geometry import geometry_from_config
-    from xputune.plan.presets import preset_config
+def _geometry(model: str | None, config: Path | None, tp: int | None, dtype: str):
+    """The model's KV geometry (None without one); --tp is needed with a model here."""
+    import sys
 
-    if model and config:
-        raise XputuneError("give --model or --config, not both")
-    if config:
-        try:
-            data = json.loads("".join(_read_text(config, "model config")))
-        except json.JSONDecodeError as exc:
-            raise XputuneError(f"{config}: not JSON ({exc.msg}, line {exc.lineno})") from None
-        if not isinstance(data, dict):
-            raise XputuneError(f"{config}: expected a JSON object")
-        return geometry_from_config(data, tp=tp, dtype=dtype, name=config.stem)
-    if model:
-        name, data = preset_config(model)
-        return geometry_from_config(data, tp=tp, dtype=dtype, name=name)
-    return None
+    from xputune.plan.models import load_model, resolve_model
+
+    if tp is None and (model or config):
+        resolve_model(model, config)  # an unknown model is the first thing to say
+        raise XputuneError(
+            "give --tp N with --model/--config: this command reads no host, so the number "
+            "of cards (the default elsewhere) is unknown"
+        )
+    geometry, warnings = load_model(model, config, tp or 1, dtype)
+    for warning in warnings if geometry is not None else ():
+        sys.stderr.write(f"warning: {warning}\n")
+    return geometry
 
 
 def _pair(text: str, what: str) -> tuple[float, float]:
@@ -178,7 +157,7 @@ def model_cmd(
     ] = False,
     model: ModelOpt = None,
     config: ConfigOpt = None,
-    tp: TpOpt = 8,
+    tp: TpNoHostOpt = None,
     dtype: DtypeOpt = "bf16",
     fmt: FormatOpt = Format.table,
 ) -> None:
@@ -207,6 +186,7 @@ def model_cmd(
         floor_ms = floor_ms or 735.0
         bandwidth = bandwidth or 7.40
         model = model or (None if config else "glm-5")
+        tp = tp or 8  # the seed's box: 8 cards
     pts = [_pair(p, "--point") for p in point or []]
     if points_file:
         pts += _csv_points(points_file)
@@ -234,7 +214,7 @@ def model_cmd(
     except ValueError as exc:
         raise XputuneError(str(exc)) from None
 
-    geometry = load_geometry(model, config, tp, dtype)
+    geometry = _geometry(model, config, tp, dtype)
     data: dict[str, Any] = {"schema_version": 1, "load_fit": _fit_dict(load)}
     data["load_fit"]["l2_fixed_ms"] = round(load.intercept_ms - floor_ms, 6)
     if recompute is not None:
@@ -260,7 +240,7 @@ def model_cmd(
         )
     known = bytes_per_token or (geometry.bytes_per_token if geometry else None)
     if known:
-        transfer["model_bytes_per_token"] = known
+        transfer["bytes_per_token_per_rank"] = known
         if geometry:
             transfer["model"] = geometry.name
             transfer["tp"] = geometry.tp
@@ -336,9 +316,9 @@ def _render_model(data: dict[str, Any]) -> None:
             f"bytes/token implied by b at {t['bandwidth_gb_s']} GB/s: "
             f"{t['implied_bytes_per_token']:,.0f}"
         )
-    if "model_bytes_per_token" in t:
+    if "bytes_per_token_per_rank" in t:
         label = f"{t.get('model', 'given')}" + (f" TP{t['tp']} {t['dtype']}" if "tp" in t else "")
-        c.print(f"bytes/token of {label} (per rank): {t['model_bytes_per_token']:,.0f}")
+        c.print(f"bytes/token of {label} (per rank): {t['bytes_per_token_per_rank']:,.0f}")
         if "implied_bandwidth_gb_s" in t:
             c.print(f"bandwidth implied by b and the model: {t['implied_bandwidth_gb_s']:.2f} GB/s")
         if "implied_over_model" in t:
@@ -432,7 +412,7 @@ def tiers_cmd(
     ] = None,
     model: ModelOpt = None,
     config: ConfigOpt = None,
-    tp: TpOpt = 1,
+    tp: TpNoHostOpt = None,
     dtype: DtypeOpt = "bf16",
     fmt: FormatOpt = Format.table,
 ) -> None:
@@ -450,7 +430,7 @@ def tiers_cmd(
         raise XputuneError("give --trace FILE, --measured FILE, or both")
     if plot and plot.suffix.lower() not in (".svg", ".png"):
         raise XputuneError(f"--plot: use a .svg or .png file name, got {plot.name}")
-    geometry = load_geometry(model, config, tp, dtype)
+    geometry = _geometry(model, config, tp, dtype)
     caps = [_count(c, "--capacity") for c in capacity or []]
     l1_tokens = _count(l1, "--l1") if l1 else None
     data: dict[str, Any] = {"schema_version": 1}

@@ -95,3 +95,99 @@ def make_plan(
     if "kunlunxin" in vendors:
         env["XPU_VISIBLE_DEVICES"] = visible
     return HostPlan(geometry, bindings, cap, chosen, io_backend, write_policy, tuple(args), env)
+
+
+def plan_for_host(
+    topo: Topology,
+    model: str | None,
+    config: str | None,
+    tp: int | None,
+    dtype: str = "bf16",
+    strategy: str = "local",
+    cards: str | None = None,
+    tier: str | None = None,
+    write_policy: str = "write_through",
+    force: bool = False,
+) -> tuple[HostPlan, list[str]]:
+    """The plan of `xputune plan` and `launch sglang`, from the flags as given, and warnings.
+
+    --model is a preset, a Hugging Face id or a config.json (plan/models.py); --tp defaults to
+    the host's card count; an odd TP size comes back as a warning with the reason.
+    """
+    from pathlib import Path
+
+    from xputune.plan.models import load_model, resolve_tp
+
+    size = resolve_tp(tp, len(topo.cards))
+    geometry, warnings = load_model(
+        model, Path(config) if config else None, size, dtype, len(topo.cards)
+    )
+    if geometry is None:
+        raise PlanError("give --model (a preset, a Hugging Face id or a config.json)")
+    order = [c.strip() for c in cards.split(",") if c.strip()] if cards else None
+    plan = make_plan(
+        topo,
+        geometry,
+        strategy=strategy,
+        order=order,
+        tier=tier,
+        write_policy=write_policy,
+        require_ido=not force,
+    )
+    return plan, warnings
+
+
+def plan_document(plan: HostPlan, warnings: list[str] = ()) -> dict:
+    """The `plan --format json` document (schema "plan")."""
+    from xputune.host.values import format_cpulist
+
+    g, b, c = plan.geometry, plan.bindings, plan.capacity
+    return {
+        "schema_version": 1,
+        "model": {
+            "name": g.name,
+            "attention": g.attention,
+            "layers": g.layers,
+            "tp": g.tp,
+            "dtype": g.dtype,
+            "bytes_per_token_per_rank": g.bytes_per_token,
+            "replicated_across_ranks": g.replicated,
+        },
+        "strategy": b.strategy,
+        "ranks": [
+            {
+                "rank": r.rank,
+                "card": r.card,
+                "bdf": r.bdf,
+                "card_numa_node": r.local_node,
+                "numa_node": r.numa_node,
+                "memory_nodes": list(r.memory_nodes),
+                "cpus": format_cpulist(r.cpus),
+                "nic": r.nic,
+                "rdma": r.rdma,
+            }
+            for r in b.ranks
+        ],
+        "capacity": {
+            "per_rank_max_gb": round(c.per_rank_max_gb, 1),
+            "effective_tokens_max": c.effective_tokens_max,
+            "tiers": [
+                {
+                    "step": i + 1,
+                    "hicache_size_gb": t.hicache_size_gb,
+                    "host_gb_total": round(t.host_bytes_total / 1e9, 1),
+                    "tokens_per_rank": t.tokens_per_rank,
+                    "effective_tokens": t.effective_tokens,
+                }
+                for i, t in enumerate(c.tiers)
+            ],
+            "notes": list(c.notes),
+        },
+        "tier": {
+            "hicache_size_gb": plan.tier.hicache_size_gb,
+            "effective_tokens": plan.tier.effective_tokens,
+        },
+        "sglang_args": list(plan.sglang_args),
+        "env": plan.env,
+        "warnings": [*warnings, *b.warnings],
+    }

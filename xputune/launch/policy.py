@@ -1,0 +1,202 @@
+"""What `xputune launch sglang` decides before it runs anything, for the CLI to call and print.
+
+The policy: nothing acts on the live host with a recording's data (a launch from --root or
+--example is a dry run or nothing, whatever --force says); --tp and SGLang's --tp-size in ARGS
+must agree, and --tp defaults to that, else to the number of cards; the model is named by
+--model/--config or SGLang's --model-path (a preset, a Hugging Face id, a folder holding
+config.json); critical drift from the tuning profile refuses the launch unless --force.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+from xputune.host import HostView
+from xputune.launch.sglang import LaunchError, LaunchSpec, build_spec, user_value
+from xputune.topology.model import Topology
+
+
+@dataclass
+class Launch:
+    """The command to run and the lines to tell the user first (stderr)."""
+
+    spec: LaunchSpec
+    notes: list[str] = field(default_factory=list)
+    refusal: str | None = None  # set on a dry run that a real launch would refuse
+
+
+def refuse_recording(from_recording: bool, dry_run: bool) -> None:
+    if from_recording and not dry_run:
+        raise LaunchError(
+            "the topology comes from --root/--example, not from this host: a launch would run "
+            "SGLang here with another machine's bindings (--force does not change that); drop "
+            "--root/--example, or add --dry-run"
+        )
+
+
+def reconcile_tp(tp: int | None, user_args: list[str]) -> int | None:
+    """--tp and --tp-size in ARGS: one number, or None when neither says."""
+    user_tp = user_value(user_args, "--tp-size")
+    if user_tp is None:
+        return tp
+    if len(user_tp) != 1 or not user_tp[0].isdigit():
+        raise LaunchError(f"--tp-size in ARGS must be one integer, got {' '.join(user_tp)}")
+    if tp is not None and tp != int(user_tp[0]):
+        raise LaunchError(f"--tp {tp} disagrees with --tp-size {user_tp[0]} in ARGS")
+    return int(user_tp[0])
+
+
+def model_from_args(
+    model: str | None, config: str | None, user_args: list[str]
+) -> tuple[str | None, str | None]:
+    """--model/--config as given, else SGLang's --model-path when it names a known model."""
+    from xputune.plan.models import config_path, preset_for
+
+    if model or config:
+        return model, config
+    paths = user_value(user_args, "--model-path")
+    if paths:
+        found = config_path(paths[0])
+        if found is not None and found.is_file():
+            return None, str(found)
+        if preset_for(paths[0]):
+            return paths[0], None
+    raise LaunchError(
+        "cannot tell the model's KV size: pass --model (a preset, a Hugging Face id or a "
+        "config.json), or a --model-path that is one of these"
+    )
+
+
+def _features(text: str) -> list[str]:
+    return [f.strip() for f in text.split(",") if f.strip() and f.strip() != "none"]
+
+
+def _drift_lines(drift: list) -> list[str]:  # list of tune Rows
+    """One line per drifting knob: how many targets, the first one, and its fix."""
+    by_knob: dict[str, list] = {}
+    for row in drift:
+        by_knob.setdefault(row.knob, []).append(row)
+    out = []
+    for knob, rows in by_knob.items():
+        first = rows[0]
+        more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
+        out.append(
+            f"{first.severity}: {knob}: {first.target}{more} is {first.actual}, expected "
+            f"{first.expected} (fix: {first.fix})"
+        )
+    return out
+
+
+def prepare(
+    view: HostView,
+    topo: Topology,
+    *,
+    user_args: list[str],
+    model: str | None,
+    config: str | None,
+    tp: int | None,
+    dtype: str,
+    strategy: str,
+    tier: str | None,
+    cards: str | None,
+    write_policy: str,
+    features: str,
+    profile: str | None,
+    force: bool,
+    dry_run: bool,
+    stats_dir: str | None,
+    again: str = "",
+) -> Launch:
+    """The launch of SGLang on a card host; raises LaunchError when it must not go ahead."""
+    from xputune.plan.host_plan import plan_for_host
+    from xputune.tune import engine
+
+    plan, tp_notes = plan_for_host(
+        topo, model, config, tp, dtype, strategy, cards, tier, write_policy, force
+    )
+    selection = engine.select(topo, profile)
+    rows = engine.check(engine.context(view, topo, selection), selection)
+    drift = [r for r in rows if not r.holds]
+    critical = [r for r in drift if r.severity == "critical"]
+    notes = _drift_lines(drift)
+    refusal = None
+    if critical and not force:
+        refusal = (
+            f"{len(critical)} critical setting(s) drift from profile {selection.profile.name}: "
+            f"run `xputune apply{again}` (see `xputune check{again}`), or pass --force"
+        )
+        if not dry_run:
+            raise LaunchError(refusal)
+        notes.append(f"would refuse: {refusal}")
+    spec = build_spec(plan, user_args, _features(features))
+    if stats_dir:
+        spec.env["XPUTUNE_HICACHE_STATS"] = os.path.abspath(stats_dir)
+    notes += [f"conflict: {c}" for c in spec.conflicts]
+    notes += [f"warning: {w}" for w in (*tp_notes, *plan.bindings.warnings)]
+    steps = [t.hicache_size_gb for t in plan.capacity.tiers]
+    step = steps.index(plan.tier.hicache_size_gb) + 1 if plan.tier.hicache_size_gb in steps else 0
+    yours = user_value(user_args, "--hicache-size")
+    notes.append(
+        f"tier: {plan.tier.hicache_size_gb} GB per rank (step {step or '-'} of {len(steps)}, "
+        f"max {plan.capacity.per_rank_max_gb:.0f} GB), {plan.tier.effective_tokens:,} tokens "
+        f"in L2; strategy {plan.bindings.strategy}"
+        + (f"; your --hicache-size {' '.join(yours)} is used instead" if yours else "")
+    )
+    return Launch(spec, notes, refusal)
+
+
+def prepare_cpu(
+    topo: Topology,
+    *,
+    user_args: list[str],
+    model: str | None,
+    config: str | None,
+    tp: int | None,
+    dtype: str,
+    strategy: str,
+    tier: str | None,
+    write_policy: str,
+    features: str,
+    stats_dir: str | None,
+) -> Launch:
+    """The `--device cpu` launch: tier from this host's memory, CPU engine, plugin features.
+
+    TP defaults to 1 here (SGLang's own default): the cards, if any, stay unused.
+    """
+    from pathlib import Path
+
+    from xputune.errors import XputuneError
+    from xputune.launch.cpu import build_cpu_spec, cpu_tier
+    from xputune.plan.models import load_geometry
+
+    size = tp or 1
+    geometry = load_geometry(model, Path(config) if config else None, size, dtype)
+    if geometry is None:
+        raise XputuneError("give --model NAME or --config config.json")
+    host_bytes = sum(n.memory_total_bytes or 0 for n in topo.numa_nodes)
+    shared = strategy == "shared"
+    chosen = cpu_tier(host_bytes, size, geometry.bytes_per_token, geometry.replicated, shared, tier)
+    cpus = sorted(c for n in topo.numa_nodes for c in n.cpus)
+    spec, cpu_notes = build_cpu_spec(
+        user_args=user_args, features=_features(features), tp=size, tier=chosen,
+        write_policy=write_policy, numa_nodes=sum(1 for n in topo.numa_nodes if n.cpus),
+        cpus=cpus, shared=shared, stats_dir=stats_dir, python=sys.executable,
+    )  # fmt: skip
+    notes = []
+    if topo.cards:
+        notes.append(f"note: --device cpu: this host's {len(topo.cards)} card(s) stay unused")
+    notes += [f"note: {n}" for n in cpu_notes]
+    notes += [f"conflict: {c}" for c in spec.conflicts]
+    yours = user_value(user_args, "--hicache-size")
+    steps = chosen.steps
+    step = steps.index(chosen.hicache_size_gb) + 1
+    notes.append(
+        f"tier: {chosen.hicache_size_gb} GB per rank (step {step} of {len(steps)}, "
+        f"max {chosen.per_rank_max_gb:.0f} GB from this host's "
+        f"{host_bytes / 2**30:.1f} GiB), {chosen.tokens_per_rank:,} tokens per rank in L2; "
+        "device cpu (no card bindings, drift check skipped)"
+        + (f"; your --hicache-size {' '.join(yours)} is used instead" if yours else "")
+    )
+    return Launch(spec, notes)
