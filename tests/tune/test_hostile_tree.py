@@ -75,9 +75,7 @@ def _one_line(err: str) -> str:
 
 
 def _applied(root: str, run_cli, *extra: str) -> dict:
-    code, _, err = run_cli(
-        "apply", "--root", root, "--only", "thp.enabled", "--thp", "never", *extra
-    )
+    code, _, err = run_cli("apply", "--root", root, "--only", "numa.balancing", *extra)
     assert code == 0, err
     return _load(root)
 
@@ -225,7 +223,7 @@ def test_missing_keys_and_wrong_types_are_one_line(box, tmp_path, run_cli, mutat
 def test_an_edited_journal_fails_its_checksum(box, tmp_path, run_cli):
     root, _ = box
     data = _applied(root, run_cli)
-    data["transactions"][0]["steps"][0]["original"] = "never"
+    data["transactions"][0]["steps"][0]["original"] = 0
     _save(root, data, reseal=False)
     line = _refused(run_cli, tmp_path, root, "rollback")
     assert "checksum does not match" in line

@@ -454,11 +454,15 @@ class DirView(HostView):
                 except FileNotFoundError:
                     if not create:
                         raise FileNotFoundError(errno.ENOENT, "no such directory", here) from None
-                    os.mkdir(name, mode, dir_fd=fd)
-                    if created is not None:
+                    try:
+                        os.mkdir(name, mode, dir_fd=fd)
+                        made = True
+                    except FileExistsError:  # a concurrent writer made it first
+                        made = False
+                    if made and created is not None:
                         created.append(here)
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                    if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
+                    if made and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
                         sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=fd)
                         os.fchmod(sub, mode)
                         os.close(sub)
