@@ -11,42 +11,13 @@ import typer
 from xputune.cli.common import Format, FormatOpt, console, emit_data
 from xputune.cli.plan_opts import ConfigOpt, DtypeOpt, ModelOpt, TpNoHostOpt
 from xputune.errors import XputuneError
-
-_SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+from xputune.plan.inputs import count, read_lines
 
 
 class TraceFormat(StrEnum):
     auto = "auto"
     mooncake = "mooncake"
     generic = "generic"
-
-
-def _count(text: str, what: str) -> int:
-    """An integer count, optionally with a K/M/G/T (decimal) suffix: 64K, 2M."""
-    raw = text.strip().lower().replace("_", "")
-    scale = _SUFFIX.get(raw[-1:], 1.0)
-    body = raw[:-1] if raw[-1:] in _SUFFIX else raw
-    try:
-        value = float(body) * scale
-    except ValueError:
-        raise XputuneError(f"{what}: not a number: {text!r}") from None
-    if value < 0 or value != int(value):
-        raise XputuneError(f"{what}: must be a whole number >= 0, got {text!r}")
-    return int(value)
-
-
-def _read_text(path: Path, what: str) -> list[str]:
-    try:
-        with path.open(encoding="utf-8") as fh:
-            return fh.readlines()
-    except FileNotFoundError:
-        raise XputuneError(f"{what} not found: {path}") from None
-    except IsADirectoryError:
-        raise XputuneError(f"{what} is a directory: {path}") from None
-    except PermissionError:
-        raise XputuneError(f"{what} not readable (permission denied): {path}") from None
-    except UnicodeDecodeError:
-        raise XputuneError(f"{what} is not UTF-8 text: {path}") from None
 
 
 def _geometry(model: str | None, config: Path | None, tp: int | None, dtype: str):
@@ -65,34 +36,6 @@ def _geometry(model: str | None, config: Path | None, tp: int | None, dtype: str
     for warning in warnings if geometry is not None else ():
         sys.stderr.write(f"warning: {warning}\n")
     return geometry
-
-
-def _pair(text: str, what: str) -> tuple[float, float]:
-    tokens, sep, ms = text.partition(":")
-    if not sep:
-        raise XputuneError(f"{what}: expected TOKENS:MS, got {text!r}")
-    try:
-        return float(_count(tokens, what)), float(ms)
-    except ValueError:
-        raise XputuneError(f"{what}: milliseconds not a number in {text!r}") from None
-
-
-def _csv_points(path: Path) -> list[tuple[float, float]]:
-    points = []
-    for number, line in enumerate(_read_text(path, "points file"), start=1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        cells = [c.strip() for c in text.split(",")]
-        if len(cells) != 2:
-            raise XputuneError(f"{path}: line {number}: expected tokens,ms")
-        try:
-            points.append((float(cells[0]), float(cells[1])))
-        except ValueError:
-            if number == 1 or not points:
-                continue  # a header row
-            raise XputuneError(f"{path}: line {number}: not numbers: {text!r}") from None
-    return points
 
 
 # --------------------------------------------------------------------------------- model
@@ -171,107 +114,26 @@ def model_cmd(
 
     Example: xputune model --seed --recompute-us-per-token 28
     """
-    from xputune.plan.netbenefit import (
-        LinearFit,
-        bandwidth_gb_s,
-        break_even,
-        fit_line,
-        recompute_needed,
-    )
-    from xputune.plan.netbenefit import bytes_per_token as implied_bytes
+    from xputune.plan.modelreport import SEED, model_report
 
     if seed:
-        fit_a = 779.1 if fit_a is None and not point and not points_file else fit_a
-        fit_b = 13.539 if fit_b is None and not point and not points_file else fit_b
-        floor_ms = floor_ms or 735.0
-        bandwidth = bandwidth or 7.40
-        model = model or (None if config else "glm-5")
-        tp = tp or 8  # the seed's box: 8 cards
-    pts = [_pair(p, "--point") for p in point or []]
-    if points_file:
-        pts += _csv_points(points_file)
-    try:
-        if pts:
-            if fit_a is not None or fit_b is not None:
-                raise XputuneError("give load points or --fit-a/--fit-b, not both")
-            if len(pts) < 2:
-                raise XputuneError("a load fit needs at least two points")
-            load = fit_line(pts)
-        elif fit_a is not None and fit_b is not None:
-            load = LinearFit(fit_a, fit_b / 1000.0)
-        else:
-            raise XputuneError(
-                "give --point TOKENS:MS (twice or more), --points FILE, "
-                "or --fit-a and --fit-b (or --seed)"
-            )
-        recompute = None
-        if recompute_point:
-            if recompute_us is not None:
-                raise XputuneError("give --recompute-point or --recompute-us-per-token, not both")
-            recompute = fit_line([_pair(p, "--recompute-point") for p in recompute_point])
-        elif recompute_us is not None:
-            recompute = LinearFit(floor_ms, recompute_us / 1000.0)
-    except ValueError as exc:
-        raise XputuneError(str(exc)) from None
-
-    geometry = _geometry(model, config, tp, dtype)
-    data: dict[str, Any] = {"schema_version": 1, "load_fit": _fit_dict(load)}
-    data["load_fit"]["l2_fixed_ms"] = round(load.intercept_ms - floor_ms, 6)
-    if recompute is not None:
-        be = break_even(load, recompute)
-        data["recompute_fit"] = _fit_dict(recompute)
-        data["break_even"] = {
-            "tokens": None if be.tokens is None else round(be.tokens, 1),
-            "always_pays": be.always,
-            "never_pays": be.tokens is None and not be.always,
-            "saving_us_per_token_beyond": round(be.saving_per_token_ms * 1000.0, 6),
-        }
-    if break_even_at:
-        data["recompute_us_per_token_for_break_even"] = {
-            "at_tokens": break_even_at,
-            "floor_ms": floor_ms,
-            "us_per_token": round(recompute_needed(load, floor_ms, break_even_at) * 1000, 4),
-        }
-    transfer: dict[str, Any] = {}
-    if bandwidth:
-        transfer["bandwidth_gb_s"] = bandwidth
-        transfer["implied_bytes_per_token"] = round(
-            implied_bytes(load.slope_ms_per_token, bandwidth), 1
-        )
-    known = bytes_per_token or (geometry.bytes_per_token if geometry else None)
-    if known:
-        transfer["bytes_per_token_per_rank"] = known
-        if geometry:
-            transfer["model"] = geometry.name
-            transfer["tp"] = geometry.tp
-            transfer["dtype"] = geometry.dtype
-        if load.slope_ms_per_token > 0:
-            transfer["implied_bandwidth_gb_s"] = round(
-                bandwidth_gb_s(load.slope_ms_per_token, known), 4
-            )
-        if "implied_bytes_per_token" in transfer:
-            transfer["implied_over_model"] = round(transfer["implied_bytes_per_token"] / known, 4)
-    if transfer:
-        data["transfer"] = transfer
+        fits = not point and not points_file
+        fit_a = SEED["fit_a"] if fit_a is None and fits else fit_a
+        fit_b = SEED["fit_b"] if fit_b is None and fits else fit_b
+        floor_ms = floor_ms or SEED["floor_ms"]
+        bandwidth = bandwidth or SEED["bandwidth"]
+        model = model or (None if config else SEED["model"])
+        tp = tp or SEED["tp"]
+    data = model_report(
+        point=point, points_file=points_file, fit_a=fit_a, fit_b=fit_b,
+        recompute_us=recompute_us, recompute_point=recompute_point, floor_ms=floor_ms,
+        bandwidth=bandwidth, bytes_per_token=bytes_per_token, break_even_at=break_even_at,
+        geometry=_geometry(model, config, tp, dtype),
+    )  # fmt: skip
     if fmt is not Format.table:
         emit_data(data, fmt)
         return
     _render_model(data)
-
-
-def _fit_dict(fit) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "a_ms": round(fit.intercept_ms, 6),
-        "b_us_per_token": round(fit.slope_us_per_token, 6),
-    }
-    if fit.xs:
-        out["points"] = [
-            {"tokens": x, "ms": y, "residual_ms": round(r, 4)}
-            for x, y, r in zip(fit.xs, fit.ys, fit.residuals_ms, strict=True)
-        ]
-        out["rms_residual_ms"] = round(fit.rms_residual_ms, 4)
-        out["r_squared"] = None if fit.r_squared is None else round(fit.r_squared, 6)
-    return out
 
 
 def _render_model(data: dict[str, Any]) -> None:
@@ -431,8 +293,8 @@ def tiers_cmd(
     if plot and plot.suffix.lower() not in (".svg", ".png"):
         raise XputuneError(f"--plot: use a .svg or .png file name, got {plot.name}")
     geometry = _geometry(model, config, tp, dtype)
-    caps = [_count(c, "--capacity") for c in capacity or []]
-    l1_tokens = _count(l1, "--l1") if l1 else None
+    caps = [count(c, "--capacity") for c in capacity or []]
+    l1_tokens = count(l1, "--l1") if l1 else None
     data: dict[str, Any] = {"schema_version": 1}
     curve = None
     if trace is not None:
@@ -466,7 +328,7 @@ def tiers_cmd(
         from xputune.plan.tiersreport import measured_report
         from xputune.plan.traces import parse_measured_table
 
-        table = parse_measured_table(_read_text(measured, "measured table"), str(measured))
+        table = parse_measured_table(read_lines(measured, "measured table"), str(measured))
         data["measured"] = measured_report(
             table,
             min_gain=min_gain / 100,

@@ -1,4 +1,7 @@
-"""Named model presets (xputune/data/models.yaml): config.json fields of common models.
+"""Named model presets (xputune/data/models.json): config.json fields of common models.
+
+JSON, not YAML, so that a plan does not pay for importing a YAML parser at start-up; the
+sources and status of each entry are in the file's "_about" lines.
 
 The one read in plan/ is of this read-only file shipped in the package; it is data, like a
 constant table, and is cached after the first call.
@@ -15,12 +18,11 @@ from xputune.errors import XputuneError
 @cache
 def presets() -> dict[str, dict[str, Any]]:
     """Preset name -> {"aliases": [...], "config": {...}}."""
+    import json
     from importlib.resources import files
 
-    import yaml
-
-    text = files("xputune").joinpath("data/models.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)["models"]
+    text = files("xputune").joinpath("data/models.json").read_text(encoding="utf-8")
+    return json.loads(text)["models"]
 
 
 def preset_config(name: str) -> tuple[str, dict[str, Any]]:
