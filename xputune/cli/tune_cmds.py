@@ -148,17 +148,7 @@ def check_cmd(
     rows = engine.check(ctx, selection)
     ok = all(r.holds for r in rows)
     if fmt is not Format.table:
-        emit_data(
-            {
-                "schema_version": 1,
-                "host": view.label,
-                "profile": selection.profile.name,
-                "profile_choice": selection.how,
-                "ok": ok,
-                "rows": [r.as_dict() for r in rows],
-            },
-            fmt,
-        )
+        emit_data(engine.check_document(view, selection, rows), fmt)
     else:
         out = console()
         out.print(_profile_line(selection), markup=False)
@@ -194,15 +184,6 @@ def _diff_lines(changes: list[Change], header: str) -> list[tuple[str, str]]:
         lines.append((f"-{change.label}: {change.before_text}", "red"))
         lines.append((f"+{change.label}: {change.after_text}", "green"))
     return lines
-
-
-def _change_dict(change: Change) -> dict[str, Any]:
-    return {
-        "knob": change.knob,
-        "where": change.label,
-        "before": change.before_text,
-        "after": change.after_text,
-    }
 
 
 def apply_cmd(
@@ -287,18 +268,7 @@ def apply_cmd(
         ctx, selection, command, dry_run=dry_run, wait=wait, persist_unit=persist_unit
     )
     if fmt is not Format.table:
-        emit_data(
-            {
-                "schema_version": 1,
-                "host": view.label,
-                "profile": selection.profile.name,
-                "dry_run": result.dry_run,
-                "changes": [_change_dict(c) for c in result.changes],
-                "journal": result.journal,
-                "warnings": result.warnings,
-            },
-            fmt,
-        )
+        emit_data(engine.apply_document(view, selection, result), fmt)
         return
     out = console()
     out.print(_profile_line(selection), markup=False)
@@ -345,22 +315,7 @@ def rollback_cmd(
     view = host_from(root, example)
     result = engine.rollback_host(view, wait=wait)
     if fmt is not Format.table:
-        emit_data(
-            {
-                "schema_version": 1,
-                "host": view.label,
-                "transactions": result.transactions,
-                "restored": [
-                    {
-                        "knob": r.step.knob,
-                        "where": r.step.label,
-                        "original": r.step.original_text or repr(r.step.original),
-                    }
-                    for r in result.restored
-                ],
-            },
-            fmt,
-        )
+        emit_data(engine.rollback_document(view, result), fmt)
         return
     out = console()
     if not result.transactions:
@@ -396,23 +351,7 @@ def recommend_cmd(
     ranked = recommend.rank(profiles.load_all(), engine.discover(view))
     best = ranked[0] if ranked and ranked[0].eligible else None
     if fmt is not Format.table:
-        emit_data(
-            {
-                "schema_version": 1,
-                "host": view.label,
-                "recommended": best.profile.name if best else None,
-                "candidates": [
-                    {
-                        "profile": c.profile.name,
-                        "eligible": c.eligible,
-                        "score": c.score,
-                        "reasons": list(c.reasons),
-                    }
-                    for c in ranked
-                ],
-            },
-            fmt,
-        )
+        emit_data(recommend.document(view.label, ranked), fmt)
         return
     from rich.table import Table
 
@@ -449,20 +388,7 @@ def profiles_cmd(
     if name is None:
         loaded = profiles.load_all()
         if fmt is not Format.table:
-            emit_data(
-                {
-                    "schema_version": 1,
-                    "profiles": [
-                        {
-                            "name": p.name,
-                            "description": p.description,
-                            "include": list(p.chain[:-1]),
-                        }
-                        for p in loaded
-                    ],
-                },
-                fmt,
-            )
+            emit_data(profiles.list_document(loaded), fmt)
             return
         from rich.table import Table
 
@@ -474,28 +400,9 @@ def profiles_cmd(
             table.add_row(p.name, ", ".join(p.chain[:-1]) or "-", p.description)
         console().print(table)
         return
-    from xputune.tune.knobs import KNOBS
-
     p = profiles.load(name)
-    knobs = {
-        k: {
-            "value": KNOBS[k].describe(w.value),
-            "accept": [KNOBS[k].describe(a) for a in w.accept],
-            "severity": w.severity,
-            "from": w.source,
-            "why": p.why.get(k, ""),
-        }
-        for k, w in p.knobs.items()
-    }
-    data = {
-        "schema_version": 1,
-        "name": p.name,
-        "path": p.path,
-        "chain": list(p.chain),
-        "description": p.description,
-        "knobs": knobs,
-        "platform_registers": [{**r, "width": r["width"] * 8} for r in p.platform_registers],
-    }
+    data = profiles.document(p)
+    knobs = data["knobs"]
     if fmt is not Format.table:
         emit_data(data, fmt)
         return

@@ -260,3 +260,49 @@ def rollback_host(view: HostView, wait: bool = False) -> RollbackResult:
             preflight.require_pci_writes(view)
         restored = rollback(view, journal)
     return RollbackResult(restored, journal.path, len(active))
+
+
+# -- the --format json documents of check, apply and rollback (schemas "check", "apply",
+# "rollback"), next to the results they serialise.
+
+
+def check_document(view: HostView, selection: Selection, rows: list[Row]) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "host": view.label,
+        "profile": selection.profile.name,
+        "profile_choice": selection.how,
+        "ok": all(r.holds for r in rows),
+        "rows": [r.as_dict() for r in rows],
+    }
+
+
+def apply_document(view: HostView, selection: Selection, result: ApplyResult) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "host": view.label,
+        "profile": selection.profile.name,
+        "dry_run": result.dry_run,
+        "changes": [
+            {"knob": c.knob, "where": c.label, "before": c.before_text, "after": c.after_text}
+            for c in result.changes
+        ],
+        "journal": result.journal,
+        "warnings": result.warnings,
+    }
+
+
+def rollback_document(view: HostView, result: RollbackResult) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "host": view.label,
+        "transactions": result.transactions,
+        "restored": [
+            {
+                "knob": r.step.knob,
+                "where": r.step.label,
+                "original": r.step.original_text or repr(r.step.original),
+            }
+            for r in result.restored
+        ],
+    }

@@ -270,3 +270,37 @@ def _load(name: str, stack: tuple[str, ...]) -> Profile:
 
 def load_all() -> list[Profile]:
     return [load(name) for name in profile_names()]
+
+
+def list_document(loaded: list[Profile]) -> dict[str, Any]:
+    """`xputune profiles --format json` (schema "profiles")."""
+    return {
+        "schema_version": 1,
+        "profiles": [
+            {"name": p.name, "description": p.description, "include": list(p.chain[:-1])}
+            for p in loaded
+        ],
+    }
+
+
+def document(p: Profile) -> dict[str, Any]:
+    """`xputune profiles NAME --format json`: the effective settings after includes."""
+    knobs = {
+        k: {
+            "value": KNOBS[k].describe(w.value),
+            "accept": [KNOBS[k].describe(a) for a in w.accept],
+            "severity": w.severity,
+            "from": w.source,
+            "why": p.why.get(k, ""),
+        }
+        for k, w in p.knobs.items()
+    }
+    return {
+        "schema_version": 1,
+        "name": p.name,
+        "path": p.path,
+        "chain": list(p.chain),
+        "description": p.description,
+        "knobs": knobs,
+        "platform_registers": [{**r, "width": r["width"] * 8} for r in p.platform_registers],
+    }

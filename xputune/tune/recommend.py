@@ -97,3 +97,22 @@ def rank(profiles: list[Profile], topology: Topology) -> list[Candidate]:
 def recommend(profiles: list[Profile], topology: Topology) -> Candidate | None:
     ranked = rank(profiles, topology)
     return ranked[0] if ranked and ranked[0].eligible else None
+
+
+def document(host: str, ranked: list) -> dict:
+    """`xputune recommend --format json` (schema "recommend"): every candidate, best first."""
+    best = ranked[0] if ranked and ranked[0].eligible else None
+    return {
+        "schema_version": 1,
+        "host": host,
+        "recommended": best.profile.name if best else None,
+        "candidates": [
+            {
+                "profile": c.profile.name,
+                "eligible": c.eligible,
+                "score": c.score,
+                "reasons": list(c.reasons),
+            }
+            for c in ranked
+        ],
+    }
