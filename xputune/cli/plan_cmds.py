@@ -343,7 +343,9 @@ def tiers_cmd(
             "dtype": geometry.dtype,
             "bytes_per_token_per_rank": geometry.bytes_per_token,
         }
-    chart = _chart(data, curve)
+    from xputune.plan.plot import tiers_chart
+
+    chart = tiers_chart(data, curve)
     if plot is not None:
         _write_plot(plot, chart)
         data["plot"] = str(plot)
@@ -415,38 +417,6 @@ def _curve(
     if curve.accesses == 0:
         raise XputuneError(f"{path}: the trace has no blocks")
     return curve, reader.requests
-
-
-def _chart(data: dict[str, Any], curve):
-    from xputune.plan.plot import Chart, Mark, Series
-
-    series, marks = [], []
-    if curve is not None:
-        import numpy as np
-
-        top = max(curve.saturation_tokens, curve.block_size) * 2
-        xs = np.unique(np.geomspace(curve.block_size, top, 200).astype(np.int64))
-        series.append(
-            Series(
-                "L1 prefix hit rate (trace)",
-                list(zip(xs.tolist(), curve.hit_rates(xs).tolist(), strict=True)),
-            )
-        )
-        if data.get("knee"):
-            marks.append(Mark("knee", data["knee"]["capacity_tokens"], data["knee"]["hit_rate"]))
-        if data.get("recommendation"):
-            r = data["recommendation"]
-            marks.append(Mark("recommended", r["capacity_tokens"], r["hit_rate"], "R", "#2ca02c"))
-    m = data.get("measured")
-    if m and (m["unit"] == "tokens" or "trace_at_rows" in m or curve is None):
-        rows = m.get("trace_at_rows")
-        pts = [
-            ((rows[i]["capacity_tokens"] if rows else r["capacity"]), r["hit_rate"])
-            for i, r in enumerate(m["rows"])
-        ]
-        series.append(Series("measured tiers", pts, "o", "#ff7f0e", line=False))
-    unit = "tokens" if curve is not None or (m and m["unit"] == "tokens") else "GB"
-    return Chart(series, marks, unit=unit)
 
 
 def _write_plot(path: Path, chart) -> None:

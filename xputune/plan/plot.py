@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -198,3 +199,34 @@ def png_plot(chart: Chart) -> bytes:
     fig.savefig(buf, format="png")
     plt.close(fig)
     return buf.getvalue()
+
+
+def tiers_chart(data: dict[str, Any], curve) -> Chart:
+    """The chart of `xputune tiers`: the trace's curve, its knee and pick, measured tiers."""
+    series, marks = [], []
+    if curve is not None:
+        import numpy as np
+
+        top = max(curve.saturation_tokens, curve.block_size) * 2
+        xs = np.unique(np.geomspace(curve.block_size, top, 200).astype(np.int64))
+        series.append(
+            Series(
+                "L1 prefix hit rate (trace)",
+                list(zip(xs.tolist(), curve.hit_rates(xs).tolist(), strict=True)),
+            )
+        )
+        if data.get("knee"):
+            marks.append(Mark("knee", data["knee"]["capacity_tokens"], data["knee"]["hit_rate"]))
+        if data.get("recommendation"):
+            r = data["recommendation"]
+            marks.append(Mark("recommended", r["capacity_tokens"], r["hit_rate"], "R", "#2ca02c"))
+    m = data.get("measured")
+    if m and (m["unit"] == "tokens" or "trace_at_rows" in m or curve is None):
+        rows = m.get("trace_at_rows")
+        pts = [
+            ((rows[i]["capacity_tokens"] if rows else r["capacity"]), r["hit_rate"])
+            for i, r in enumerate(m["rows"])
+        ]
+        series.append(Series("measured tiers", pts, "o", "#ff7f0e", line=False))
+    unit = "tokens" if curve is not None or (m and m["unit"] == "tokens") else "GB"
+    return Chart(series, marks, unit=unit)
