@@ -275,7 +275,10 @@ def apply_cmd(
     if not result.changes:
         out.print("[green]nothing to change: every setting already holds[/green]")
     else:
-        for text, style in _diff_lines(result.changes, f"profile {selection.profile.name}"):
+        header = f"profile {selection.profile.name}"
+        if set(selection.wants) != set(selection.profile.knobs):
+            header += f" ({', '.join(selection.wants)} only)"
+        for text, style in _diff_lines(result.changes, header):
             out.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
     for warning in result.warnings:
         out.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
