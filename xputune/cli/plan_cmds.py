@@ -389,8 +389,8 @@ def _curve(
     import sys
     import zlib
 
-    from xputune.plan.hitrate import curve_from_batches, sampled_curve
-    from xputune.plan.traces import TraceReader, read_trace
+    from xputune.plan.hitrate import curve_from_batches, sampled_curve_stream
+    from xputune.plan.traces import TraceReader
 
     if sample_rate is not None and sample_rate <= 0:
         raise XputuneError("--sample-rate must be > 0")
@@ -403,17 +403,11 @@ def _curve(
     try:
         with stream:
             if sampled:
-                # SHARDS with an exact hot set needs every block's access count first, so it
-                # reads the whole trace into arrays (the exact mode streams instead).
-                trace = read_trace(reader)
+                curve = sampled_curve_stream(reader, sample_rate)
             else:
                 curve = curve_from_batches(reader, reader.block)
     except broken as exc:  # a truncated or corrupt compressed stream
         raise XputuneError(f"{path}: cannot read the trace ({exc})") from None
-    if sampled:
-        if trace.accesses == 0:
-            raise XputuneError(f"{path}: the trace has no blocks")
-        return sampled_curve(trace, sample_rate), trace.requests
     if curve.accesses == 0:
         raise XputuneError(f"{path}: the trace has no blocks")
     return curve, reader.requests
