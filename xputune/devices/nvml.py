@@ -15,7 +15,8 @@ when a caller has found a library, because importing it costs about 20 ms of sta
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -76,20 +77,16 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def read_cards(path: str | None = None) -> dict[str, VendorInfo]:
-    """VendorInfo per canonical bus id of every GPU NVML lists.
-
-    `path` names the libnvidia-ml to use; None lets pynvml find its own. Raises NvmlError when
-    the library cannot be loaded or initialised.
-    """
-    return read(path)[0]
+OptionalCall = Callable[..., Any]
 
 
-def read(path: str | None = None) -> tuple[dict[str, VendorInfo], Links]:
-    """VendorInfo per bus id, and the NVLink relations between the GPUs, in one NVML session.
+@contextmanager
+def session(path: str | None = None) -> Iterator[tuple[Any, OptionalCall]]:
+    """(pynvml, optional) between one nvmlInit and its nvmlShutdown.
 
-    The links are {bus id: {bus id: "NV<count>"}} for every pair joined by active NVLinks (see
-    nvlinks); {} on GPUs without NVLink or drivers without the calls.
+    `path` names the libnvidia-ml to use; None lets pynvml find its own. optional(fn, *args)
+    calls an NVML function and gives None for any NVML error (not supported, a function an
+    older driver lacks), as nvitop does. NvmlError when the library cannot be initialised.
     """
     pynvml = _pynvml()
     if path is not None:
@@ -106,6 +103,27 @@ def read(path: str | None = None) -> tuple[dict[str, VendorInfo], Links]:
     except pynvml.NVMLError as exc:
         raise NvmlError(f"nvml: {exc}") from None
     try:
+        yield pynvml, optional
+    finally:
+        optional(pynvml.nvmlShutdown)
+
+
+def read_cards(path: str | None = None) -> dict[str, VendorInfo]:
+    """VendorInfo per canonical bus id of every GPU NVML lists.
+
+    `path` names the libnvidia-ml to use; None lets pynvml find its own. Raises NvmlError when
+    the library cannot be loaded or initialised.
+    """
+    return read(path)[0]
+
+
+def read(path: str | None = None) -> tuple[dict[str, VendorInfo], Links]:
+    """VendorInfo per bus id, and the NVLink relations between the GPUs, in one NVML session.
+
+    The links are {bus id: {bus id: "NV<count>"}} for every pair joined by active NVLinks (see
+    nvlinks); {} on GPUs without NVLink or drivers without the calls.
+    """
+    with session(path) as (pynvml, optional):
         driver = optional(pynvml.nvmlSystemGetDriverVersion)
         count = optional(pynvml.nvmlDeviceGetCount) or 0
         cards: dict[str, VendorInfo] = {}
@@ -131,8 +149,6 @@ def read(path: str | None = None) -> tuple[dict[str, VendorInfo], Links]:
                 serial=_text(serial) if serial else None,
             )
         return cards, nvlinks(pynvml, handles)
-    finally:
-        optional(pynvml.nvmlShutdown)
 
 
 def _active_links(pynvml: Any, handle: Any) -> list[tuple[str | None, int | None]]:

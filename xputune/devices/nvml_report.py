@@ -9,37 +9,21 @@ percent, degrees C, watts (NVML reports bytes and milliwatts).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from xputune.devices.busid import normalize_bus_id
-from xputune.devices.nvml import NvmlError, _pynvml, _text, use_library
+from xputune.devices.nvml import OptionalCall, _text, session
 from xputune.devices.xpusmi.identity import finish
 from xputune.devices.xpusmi.model import SmiCard, SmiReport
 
-T = TypeVar("T")
 MIB = 1 << 20
 
 
 def read_report(path: str | None = None) -> SmiReport:
     """Every GPU NVML lists; NvmlError when the library cannot be loaded or initialised."""
-    pynvml = _pynvml()
-    if path is not None:
-        use_library(path)
-
-    def optional(fn: Callable[..., T], *args: object) -> T | None:
-        try:
-            return fn(*args)
-        except pynvml.NVMLError:
-            return None
-
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        raise NvmlError(f"nvml: {exc}") from None
     warnings: list[str] = []
     cards: list[SmiCard] = []
-    try:
+    with session(path) as (pynvml, optional):
         driver = optional(pynvml.nvmlSystemGetDriverVersion)
         count = optional(pynvml.nvmlDeviceGetCount) or 0
         for index in range(count):
@@ -50,8 +34,6 @@ def read_report(path: str | None = None) -> SmiReport:
                 warnings.append(f"nvml: GPU {index}: {exc}; left out")
                 continue
             cards.append(_card(pynvml, optional, handle, index, _text(pci.busId), warnings))
-    finally:
-        optional(pynvml.nvmlShutdown)
     return finish(
         SmiReport(
             form="nvml",
@@ -65,7 +47,7 @@ def read_report(path: str | None = None) -> SmiReport:
 
 def _card(
     pynvml: Any,
-    optional: Callable[..., Any],
+    optional: OptionalCall,
     handle: Any,
     index: int,
     raw_bus: str,

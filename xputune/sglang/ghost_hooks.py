@@ -17,6 +17,7 @@ everything up; write_back backs up on eviction).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from xputune.sglang.config import DEFAULT_GHOST_CAPACITY, PluginConfig
@@ -111,18 +112,17 @@ def _active(cache: Any) -> bool:
     return getattr(controller, "write_policy", None) == POLICY
 
 
-def _before_evict_device_leaf(cache: Any, node_id: Any, tracker: Any) -> None:
-    if not _active(cache):
-        return
-    node = cache.tree_core.node_by_id(node_id)
-    if node.backuped or node.key is None or len(node.key) == 0:
-        return  # a node with a host copy is demoted, not lost
+def _remember_dropped(cache: Any, node: Any) -> None:
+    """A node leaving device memory with no host copy: its page hashes go to the ghost list."""
     hashes = node_page_hashes(cache, node)
     ghost_of(cache).add_many(hashes)
     stats_of(cache)["dropped_pages"] += len(hashes)
 
 
-def _unified_insert(original: Any, cache: Any, params: Any) -> Any:
+def _insert_then_backup(
+    original: Any, cache: Any, params: Any, backup: Callable[[Any, Any, int], int]
+) -> Any:
+    """Insert, then back up the prefix of the key that the ghost list proves reused."""
     result = original(cache, params)
     ghost = cache.__dict__.get(ATTR)
     if ghost is None or len(ghost) == 0 or not _active(cache) or params.key is None:
@@ -130,8 +130,21 @@ def _unified_insert(original: Any, cache: Any, params: Any) -> Any:
     key = params.key.page_aligned(cache.page_size)
     proven = ghost.proven_prefix(page_hashes(key, cache.page_size)) * cache.page_size
     if proven:
-        backup_proven_prefix_unified(cache, key, proven)
+        backup(cache, key, proven)
     return result
+
+
+def _before_evict_device_leaf(cache: Any, node_id: Any, tracker: Any) -> None:
+    if not _active(cache):
+        return
+    node = cache.tree_core.node_by_id(node_id)
+    if node.backuped or node.key is None or len(node.key) == 0:
+        return  # a node with a host copy is demoted, not lost
+    _remember_dropped(cache, node)
+
+
+def _unified_insert(original: Any, cache: Any, params: Any) -> Any:
+    return _insert_then_backup(original, cache, params, backup_proven_prefix_unified)
 
 
 def backup_proven_prefix_unified(cache: Any, key: Any, proven: int) -> int:
@@ -166,21 +179,11 @@ def backup_proven_prefix_unified(cache: Any, key: Any, proven: int) -> int:
 def _before_evict_regular(cache: Any, node: Any) -> None:
     if not _active(cache) or node.key is None or len(node.key) == 0:
         return
-    hashes = node_page_hashes(cache, node)
-    ghost_of(cache).add_many(hashes)
-    stats_of(cache)["dropped_pages"] += len(hashes)
+    _remember_dropped(cache, node)
 
 
 def _insert(original: Any, cache: Any, params: Any) -> Any:
-    result = original(cache, params)
-    ghost = cache.__dict__.get(ATTR)
-    if ghost is None or len(ghost) == 0 or not _active(cache) or params.key is None:
-        return result
-    key = params.key.page_aligned(cache.page_size)
-    proven = ghost.proven_prefix(page_hashes(key, cache.page_size)) * cache.page_size
-    if proven:
-        backup_proven_prefix(cache, key, proven)
-    return result
+    return _insert_then_backup(original, cache, params, backup_proven_prefix)
 
 
 def backup_proven_prefix(cache: Any, key: Any, proven: int) -> int:
