@@ -44,8 +44,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # transformers decides once per process whether torchvision is there; the heavy lane
     # (tests/sglang), which runs after this one in the same process, imports sglang with the
     # GPU-only stand-ins in place, so they must be in place before transformers is first seen.
-    from tests.sglang import gpu_standins
     from tests.server.models import build
+    from tests.sglang import gpu_standins
 
     gpu_standins.install()
 
