@@ -1,11 +1,12 @@
 """What users type or hand over as text, read into numbers: counts with K/M/G/T suffixes,
 TOKENS:MS pairs, and small CSV tables of measurements (for `model` and `tiers`).
 
-Parsing is pure; `read_lines` is the one read, of a file the user names.
+Parsing is pure; `read_text` is the one read, of a file the user names.
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from xputune.errors import XputuneError
@@ -27,10 +28,10 @@ def count(text: str, what: str) -> int:
     return int(value)
 
 
-def read_lines(path: Path, what: str) -> list[str]:
+def read_text(path: Path, what: str) -> str:
+    """A file the user names, as text; one clear line for each way it can fail."""
     try:
-        with path.open(encoding="utf-8") as fh:
-            return fh.readlines()
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise XputuneError(f"{what} not found: {path}") from None
     except IsADirectoryError:
@@ -39,6 +40,10 @@ def read_lines(path: Path, what: str) -> list[str]:
         raise XputuneError(f"{what} not readable (permission denied): {path}") from None
     except UnicodeDecodeError:
         raise XputuneError(f"{what} is not UTF-8 text: {path}") from None
+
+
+def read_lines(path: Path, what: str) -> list[str]:
+    return io.StringIO(read_text(path, what)).readlines()  # split at newlines only
 
 
 def pair(text: str, what: str) -> tuple[float, float]:

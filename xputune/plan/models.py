@@ -17,19 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from xputune.errors import XputuneError
+from xputune.plan.inputs import read_text
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise XputuneError(f"model config not found: {path}") from None
-    except IsADirectoryError:
-        raise XputuneError(f"model config is a directory: {path}") from None
-    except PermissionError:
-        raise XputuneError(f"model config not readable (permission denied): {path}") from None
-    except UnicodeDecodeError:
-        raise XputuneError(f"model config is not UTF-8 text: {path}") from None
+    text = read_text(path, "model config")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
