@@ -227,3 +227,23 @@ def test_counting_reader_reports_every_byte(tmp_path: Path) -> None:
     with CountingReader(open(path, "rb"), seen.append) as raw:
         lines = gzip.GzipFile(fileobj=raw).read().splitlines()
     assert len(lines) == 1000 and sum(seen) == path.stat().st_size
+
+
+@pytest.mark.parametrize("example", ["h3c-hygon-p800", "nvidia-hgx-h100"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_plan_fits_the_width_and_cuts_no_identifier(
+    run_cli, monkeypatch, example: str, width: int
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    args = ("plan", "--example", example, "--model", "glm-5", "--tp", "8")
+    code, out, _ = run_cli(*args)
+    assert code == 0
+    # The SGLang command line stays one unwrapped line, to be copied whole.
+    table_part, command = out.split("\nSGLang: ")
+    _lines_fit(table_part, width)
+    assert "\n" not in command.strip()
+    _, doc, _ = run_cli(*args, "-f", "json")
+    for rank in json.loads(doc)["ranks"]:
+        for ident in (rank["card"], rank["bdf"], rank["cpus"], rank["nic"], rank["rdma"]):
+            if ident:
+                assert re.search(rf"(?<![\w:,-]){re.escape(ident)}(?![\w:,-])", table_part)

@@ -73,7 +73,7 @@ def plan(
 def _render(data: dict[str, Any]) -> None:
     import shlex
 
-    from rich.table import Table
+    from xputune.cli.output import ID, TEXT, new_table, print_fitted
 
     out = console()
     m = data["model"]
@@ -82,19 +82,20 @@ def _render(data: dict[str, Any]) -> None:
         f"{m['dtype']}) at TP {m['tp']}: {m['bytes_per_token_per_rank']:,} bytes per token "
         f"per rank; strategy [bold]{data['strategy']}[/]"
     )
-    ranks = Table(title="Bindings", title_justify="left")
-    for col in (
-        "rank",
-        "card",
-        "bus id",
-        "card node",
-        "process node",
-        "host KV nodes",
-        "CPUs",
-        "NIC",
-        "RDMA",
-    ):
-        ranks.add_column(col)
+    ranks = new_table(
+        "Bindings",
+        [
+            ("rank", ID),
+            ("card", ID),
+            ("bus id", ID),
+            "card node",
+            "process node",
+            "host KV nodes",
+            ("CPUs", ID),
+            ("NIC", ID),
+            ("RDMA", ID),
+        ],
+    )
     for r in data["ranks"]:
         ranks.add_row(
             str(r["rank"]),
@@ -107,13 +108,16 @@ def _render(data: dict[str, Any]) -> None:
             r["nic"] or "-",
             r["rdma"] or "-",
         )
-    out.print(ranks)
-    tiers = Table(
-        title=f"L2 tiers (max {data['capacity']['per_rank_max_gb']} GB per rank)",
-        title_justify="left",
-    )
-    for col in ("step", "--hicache-size GB", "host GB total", "tokens per rank", "distinct tokens"):
-        tiers.add_column(col, justify="right")
+    right = {**TEXT, "justify": "right"}
+    tiers = new_table(
+        f"L2 tiers (max {data['capacity']['per_rank_max_gb']} GB per rank)",
+        [
+            (col, right)
+            for col in (
+                "step", "--hicache-size GB", "host GB total", "tokens per rank", "distinct tokens"
+            )
+        ],
+    )  # fmt: skip
     chosen = data["tier"]["hicache_size_gb"]
     for t in data["capacity"]["tiers"]:
         mark = " <" if t["hicache_size_gb"] == chosen else ""
@@ -124,7 +128,7 @@ def _render(data: dict[str, Any]) -> None:
             f"{t['tokens_per_rank']:,}",
             f"{t['effective_tokens']:,}",
         )
-    out.print(tiers)
+    print_fitted(out, ranks, tiers, keys=2)
     for note in data["capacity"]["notes"]:
         out.print(f"note: {note}")
     for warning in data["warnings"]:
