@@ -223,3 +223,36 @@ def test_odd_tp_sizes_warn_with_the_reason(capsys) -> None:
     plain = [w for w in _plan_json(capsys, "--model", "glm-5", "--tp", "8")["warnings"]
              if w.startswith("TP ")]  # fmt: skip
     assert plain == []
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("no/such/dir/c.svg", "no such directory"), ("c.pdf", ".svg or .png"), ("d.svg", "directory")],
+)
+def test_unwritable_plot_is_refused_before_the_trace_is_read(
+    tmp_path: Path, capsys, name: str, expected: str
+) -> None:
+    # The trace does not exist: a refusal that names the plot proves nothing was read first.
+    missing = tmp_path / "never-read.jsonl"
+    plot = tmp_path / name
+    if name == "d.svg":
+        plot.mkdir()
+    rc, _, err = _run(capsys, "tiers", "--trace", str(missing), "--plot", str(plot))
+    assert rc == 2 and expected in err and "not found" not in err, err
+
+
+@pytest.mark.parametrize("compress", ["plain", "gzip"])
+def test_trace_progress_counts_the_bytes_on_disk(tmp_path: Path, compress: str) -> None:
+    import gzip
+
+    from xputune.cli.plan_cmds import _open_trace
+
+    path = _trace(tmp_path)
+    if compress == "gzip":
+        packed = tmp_path / "t.jsonl.gz"
+        packed.write_bytes(gzip.compress(path.read_bytes()))
+        path = packed
+    seen: list[int] = []
+    with _open_trace(path, seen.append) as stream:
+        text = stream.read()
+    assert text.startswith(b'{"timestamp": 0') and sum(seen) == path.stat().st_size

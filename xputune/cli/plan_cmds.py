@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -9,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from xputune.cli.common import Format, FormatOpt, console, emit_data
+from xputune.cli.output import CountingReader, progress
 from xputune.cli.plan_opts import ConfigOpt, DtypeOpt, ModelOpt, TpNoHostOpt
 from xputune.errors import XputuneError
 from xputune.plan.inputs import count, read_lines
@@ -290,15 +292,17 @@ def tiers_cmd(
     """
     if trace is None and measured is None:
         raise XputuneError("give --trace FILE, --measured FILE, or both")
-    if plot and plot.suffix.lower() not in (".svg", ".png"):
-        raise XputuneError(f"--plot: use a .svg or .png file name, got {plot.name}")
+    if plot is not None:
+        _check_plot_target(plot)
     geometry = _geometry(model, config, tp, dtype)
     caps = [count(c, "--capacity") for c in capacity or []]
     l1_tokens = count(l1, "--l1") if l1 else None
     data: dict[str, Any] = {"schema_version": 1}
     curve = None
     if trace is not None:
-        curve, requests = _curve(trace, trace_format, block_size, sample_rate)
+        curve, requests = _curve(
+            trace, trace_format, block_size, sample_rate, show_progress=fmt is Format.table
+        )
         data["trace"] = {
             "file": str(trace),
             "requests": requests,
@@ -355,8 +359,12 @@ def tiers_cmd(
     _render_tiers(data, chart)
 
 
-def _open_trace(path: Path):
-    """The trace as a binary stream: plain, gzip (stdlib) or zstd (the `zstd` extra), by magic."""
+def _open_trace(path: Path, advance: Callable[[int], None]):
+    """The trace as a binary stream: plain, gzip (stdlib) or zstd (the `zstd` extra), by magic.
+
+    `advance` hears of every byte read from the file on disk (before decompression), so a
+    progress bar over the file's size ends at 100% whatever the compression.
+    """
     try:
         fh = path.open("rb")
     except FileNotFoundError:
@@ -366,11 +374,11 @@ def _open_trace(path: Path):
     except PermissionError:
         raise XputuneError(f"trace not readable (permission denied): {path}") from None
     magic = fh.peek(4)[:4]
+    raw = CountingReader(fh, advance)
     if magic[:2] == b"\x1f\x8b":
         import gzip
 
-        fh.close()
-        return gzip.open(path, "rb")
+        return gzip.GzipFile(fileobj=raw, mode="rb")
     if magic == b"\x28\xb5\x2f\xfd":
         try:
             import zstandard
@@ -379,12 +387,16 @@ def _open_trace(path: Path):
             raise XputuneError(
                 f"{path} is zstd-compressed: pip install 'xputune[zstd]', or decompress it"
             ) from None
-        return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
-    return fh
+        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+    return raw
 
 
 def _curve(
-    path: Path, trace_format: TraceFormat, block_size: int | None, sample_rate: float | None
+    path: Path,
+    trace_format: TraceFormat,
+    block_size: int | None,
+    sample_rate: float | None,
+    show_progress: bool,
 ):
     import sys
     import zlib
@@ -395,22 +407,48 @@ def _curve(
     if sample_rate is not None and sample_rate <= 0:
         raise XputuneError("--sample-rate must be > 0")
     sampled = sample_rate is not None and sample_rate < 1.0
-    stream = _open_trace(path)
-    reader = TraceReader(stream, trace_format.value, block_size, source=str(path))
-    broken: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
-    if "zstandard" in sys.modules:
-        broken += (sys.modules["zstandard"].ZstdError,)
     try:
-        with stream:
-            if sampled:
-                curve = sampled_curve_stream(reader, sample_rate)
-            else:
-                curve = curve_from_batches(reader, reader.block)
-    except broken as exc:  # a truncated or corrupt compressed stream
-        raise XputuneError(f"{path}: cannot read the trace ({exc})") from None
+        size = path.stat().st_size
+    except OSError:
+        size = None  # _open_trace says why in one line
+    with progress(size, f"reading {path.name}", enabled=show_progress) as advance:
+        stream = _open_trace(path, advance)
+        reader = TraceReader(stream, trace_format.value, block_size, source=str(path))
+        broken: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
+        if "zstandard" in sys.modules:
+            broken += (sys.modules["zstandard"].ZstdError,)
+        try:
+            with stream:
+                if sampled:
+                    curve = sampled_curve_stream(reader, sample_rate)
+                else:
+                    curve = curve_from_batches(reader, reader.block)
+        except broken as exc:  # a truncated or corrupt compressed stream
+            raise XputuneError(f"{path}: cannot read the trace ({exc})") from None
     if curve.accesses == 0:
         raise XputuneError(f"{path}: the trace has no blocks")
     return curve, reader.requests
+
+
+def _check_plot_target(path: Path) -> None:
+    """Refuse a --plot that cannot be written before the trace is read, not after."""
+    import importlib.util
+    import os
+
+    suffix = path.suffix.lower()
+    if suffix not in (".svg", ".png"):
+        raise XputuneError(f"--plot: use a .svg or .png file name, got {path.name}")
+    if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
+        raise XputuneError("PNG plots need matplotlib: pip install 'xputune[plot]', or write .svg")
+    if path.is_dir():
+        raise XputuneError(f"--plot: {path} is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise XputuneError(f"--plot: cannot write {path}: no such directory {parent}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise XputuneError(f"--plot: cannot write {path}: permission denied")
+    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise XputuneError(f"--plot: cannot write {path}: {parent} is not writable")
 
 
 def _write_plot(path: Path, chart) -> None:
