@@ -194,6 +194,12 @@ def test_completion_of_values() -> None:
     assert _complete("xputune plan --example nv") == ["nvidia-hgx-h100"]
     assert _complete("xputune check --format y") == ["yaml"]
     assert "kernels-plan" in _complete("xputune schema k")
+    assert _complete("xputune plan --model glm") == ["glm-5"]
+    assert _complete("xputune launch sglang --strategy ") == ["local", "all-nodes", "shared"]
+    assert "hygon-p800" in _complete("xputune check --profile h")
+    assert _complete("xputune apply --only pcie.") == ["pcie.ido"]
+    assert "thp.enabled" in _complete("xputune check --skip thp")
+    assert "hygon-p800" in _complete("xputune launch sglang --profile ")
 
 
 def test_man_pages_ship_in_the_wheel_data() -> None:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from xputune.cli.completion import complete_examples, complete_formats
 from xputune.cli.output import Format, console, emit_data
 from xputune.host import HostView, open_host
 
@@ -20,25 +21,6 @@ __all__ = [
     "emit_data",
     "host_from",
 ]
-
-FORMAT_HELP = {
-    Format.table: "tables for people",
-    Format.json: "JSON for scripts (xputune schema NAME)",
-    Format.yaml: "YAML for scripts",
-}
-
-
-def complete_examples(incomplete: str) -> list[tuple[str, str]]:
-    """Shell completion for --example: the recordings shipped with xputune."""
-    from xputune.host.open import example_names
-
-    return [(n, "shipped recording") for n in example_names() if n.startswith(incomplete)]
-
-
-def complete_formats(incomplete: str) -> list[tuple[str, str]]:
-    """Shell completion for --format, with what each is for."""
-    return [(f.value, why) for f, why in FORMAT_HELP.items() if f.value.startswith(incomplete)]
-
 
 RootOpt = Annotated[
     str | None,

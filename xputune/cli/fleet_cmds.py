@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data
+from xputune.cli.completion import complete_profiles
 
 ProfileOpt = Annotated[
     str | None,
@@ -17,6 +18,7 @@ ProfileOpt = Annotated[
         help="Judge drift against this profile (name or .yaml file). Default: the one "
         "`xputune recommend` picks for this host.",
         metavar="NAME",
+        autocompletion=complete_profiles,
     ),
 ]
 
@@ -187,8 +189,15 @@ def _render(doc) -> None:
 
     out = console()
     table = Table(header_style="bold")
-    for name, kw in (("Host", ID), ("Cards", TEXT), ("Per NUMA node", TEXT),
-                     ("Per uplink", TEXT), ("IDO", ID), ("Links", TEXT), ("Check", TEXT)):
+    for name, kw in (
+        ("Host", ID),
+        ("Cards", TEXT),
+        ("Per NUMA node", TEXT),
+        ("Per uplink", TEXT),
+        ("IDO", ID),
+        ("Links", TEXT),
+        ("Check", TEXT),
+    ):
         table.add_column(name, **kw)  # fmt: skip
     for row in doc["hosts"]:
         layout = row["layout"] or {}

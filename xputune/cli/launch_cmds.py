@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from xputune.cli.common import ExampleOpt, RootOpt, host_from
+from xputune.cli.completion import complete_profiles
 from xputune.cli.plan_opts import CardsOpt, ConfigOpt, DtypeOpt, ModelOpt, StrategyOpt, TierOpt
 
 launch_app = typer.Typer(
@@ -51,7 +52,14 @@ def sglang(
         ),
     ] = "lifo,async,count-once,kernels,numa",
     profile: Annotated[
-        str | None, typer.Option("--profile", "-p", help="Tuning profile to check against.")
+        str | None,
+        typer.Option(
+            "--profile",
+            "-p",
+            help="Tuning profile to check against.",
+            metavar="NAME",
+            autocompletion=complete_profiles,
+        ),
     ] = None,
     force: Annotated[
         bool,

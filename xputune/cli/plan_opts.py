@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from xputune.cli.completion import complete_models, complete_strategies
+
 ModelOpt = Annotated[
     str | None,
     typer.Option(
@@ -16,6 +18,7 @@ ModelOpt = Annotated[
         "qwen3-235b-a22b, qwen3-30b-a3b, llama-3-70b), a Hugging Face id (zai-org/GLM-5) or "
         "a config.json (file or folder).",
         metavar="MODEL",
+        autocompletion=complete_models,
     ),
 ]
 ConfigOpt = Annotated[
@@ -51,6 +54,7 @@ StrategyOpt = Annotated[
         help="local: process and host KV on the card's node (safe, may leave nodes idle); "
         "all-nodes: a node per card (needs PCIe IDO on shared switches); shared: one TP-shared "
         "host buffer interleaved over all nodes (MLA models).",
+        autocompletion=complete_strategies,
     ),
 ]
 TierOpt = Annotated[

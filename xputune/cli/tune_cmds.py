@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data
+from xputune.cli.completion import complete_knobs, complete_profiles
 
 if TYPE_CHECKING:
     from xputune.tune.engine import Selection
@@ -21,18 +22,25 @@ ProfileOpt = Annotated[
         help="Profile name (see `xputune profiles`) or a .yaml file. Default: the one "
         "`xputune recommend` picks for this host.",
         metavar="NAME",
+        autocompletion=complete_profiles,
     ),
 ]
 OnlyOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--only", help="Manage only this knob (repeatable), e.g. --only pcie.ido.", metavar="KNOB"
+        "--only",
+        help="Manage only this knob (repeatable), e.g. --only pcie.ido.",
+        metavar="KNOB",
+        autocompletion=complete_knobs,
     ),
 ]
 SkipOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--skip", help="Leave this knob alone (repeatable), e.g. --skip shm.huge.", metavar="KNOB"
+        "--skip",
+        help="Leave this knob alone (repeatable), e.g. --skip shm.huge.",
+        metavar="KNOB",
+        autocompletion=complete_knobs,
     ),
 ]
 WaitOpt = Annotated[
