@@ -65,18 +65,12 @@ def ido_state(topo: Topology) -> str:
 
 
 def recommended_strategy(topo: Topology) -> str:
-    """plan's binding strategy for a TP over every card: all-nodes where plan allows it (IDO on
-    the shared uplinks) and it gives some card a node of its own, else local."""
-    from xputune.plan.bindings import PlanError, make_bindings
+    """plan's recommendation (plan/strategy.py) for a TP over every card, with no model named
+    (so never shared): all-nodes where it uses idle memory and IDO allows it, else local;
+    "none" without cards."""
+    from xputune.plan.strategy import recommend_strategy
 
-    if not topo.cards:
-        return "none"
-    try:
-        bindings = make_bindings(topo, len(topo.cards), "all-nodes")
-    except PlanError:
-        return "local"
-    moved = any(r.numa_node != r.local_node for r in bindings.ranks)
-    return "all-nodes" if moved else "local"
+    return recommend_strategy(topo).strategy or "none"
 
 
 def labels(topo: Topology, judgement: Judgement | None = None) -> dict[str, str]:
