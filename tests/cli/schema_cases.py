@@ -43,6 +43,44 @@ def _tree(tmp: Path) -> str:
     return root
 
 
+def _fleet(tmp: Path, *, tie: bool = False) -> list[str]:
+    """Probe and check files of a small fleet, written into tmp; the files to report on.
+
+    Default: two seed boxes (one checked, one not), an H100 box (a layout outlier), and a seed
+    box whose first switch uplink is marked degraded with an unreadable width (no recording
+    has one). tie: an H100 box and a small 2-card box (no majority in any aspect) and a host
+    with only a check file (no layout).
+    """
+    from tests.fixtures.trees import host_tree
+
+    def write(name: str, argv: list[str], edit: Callable[[dict], None] | None = None) -> str:
+        doc = run_json(argv)[1]
+        if edit is not None:
+            edit(doc)
+        path = tmp / name
+        path.write_text(json.dumps(doc))
+        return str(path)
+
+    def degrade_uplink(doc: dict) -> None:
+        doc["uplinks"][0]["link"].update(degraded=True, current_speed_gts=16.0, current_width=None)
+
+    seed, h100 = EXAMPLE, ["--example", "nvidia-hgx-h100"]
+    if tie:
+        return [
+            write("a.probe.json", ["probe", "--root", str(host_tree("small-base")), "-fjson"]),
+            write("b.probe.json", ["probe", *h100, "-f", "json"]),
+            write("c.check.json", ["check", *h100, "-f", "json"]),
+        ]
+    return [
+        write("a.probe.json", ["probe", *seed, "-f", "json"]),
+        write("a.check.json", ["check", *seed, "-f", "json"]),
+        write("b.probe.json", ["probe", *seed, "-f", "json"]),
+        write("c.probe.json", ["probe", *h100, "-f", "json"]),
+        write("c.check.json", ["check", *h100, "-f", "json"]),
+        write("d.json", ["probe", *seed, "-f", "json"], degrade_uplink),
+    ]
+
+
 Case = Callable[[Path], list[str]]
 
 #: schema name -> one or more ways to produce the document (argv builders).
@@ -117,6 +155,10 @@ CASES: dict[str, list[Case]] = {
         ],
     ],
     "bench-host": [lambda _: ["bench", "host", "--size", "8M", "--pin", "mlock", "-f", "json"]],
+    "fleet-report": [
+        lambda tmp: ["fleet", "report", *_fleet(tmp), "-f", "json"],
+        lambda tmp: ["fleet", "report", *_fleet(tmp, tie=True), "-f", "json"],
+    ],
 }
 
 

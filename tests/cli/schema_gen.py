@@ -39,6 +39,8 @@ TITLES = {
     "kernels-selftest": "xputune kernels selftest --format json: each copy operator's check",
     "bench-copy": "xputune bench copy --format json: copy bandwidth beside a plain memcpy",
     "bench-host": "xputune bench host --format json: pinned host buffer costs",
+    "fleet-report": "xputune fleet report --format json: drift, degraded links and layout "
+    "outliers over many hosts",
 }
 
 #: JSON paths ($ = the document, [] = any item, * = any value of a map) of objects keyed by data.
@@ -53,6 +55,7 @@ MAPS = {
     "profile": {"$.knobs"},
     "plan": {"$.env"},
     "bench-host": {"$.runs[].placement.pages_per_node"},
+    "fleet-report": {"$.hosts[].check.not_holding"},
 }
 
 
