@@ -1,14 +1,14 @@
-"""The member-table cache: a second open reads the cache, and a bad cache is never trusted."""
+"""The recording-index cache: a second open reads the cache, and a bad cache is never trusted."""
 
 from __future__ import annotations
 
+import marshal
 from pathlib import Path
 
 import pytest
 
 from xputune.host import tarcache
 from xputune.host.open import example_path
-from xputune.host.tarread import iter_members
 from xputune.host.view import TarView
 
 
@@ -20,10 +20,15 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 SEED = example_path("h3c-hygon-p800")
+CARD = "/sys/bus/pci/devices/0000:23:00.0/vendor"
+
+
+def _tables(view: TarView) -> tuple:
+    return view._kinds, view._data, view._targets, view._children
 
 
 def test_second_open_reads_the_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = tarcache.members(SEED)
+    first = TarView(SEED)
     (entry,) = cache.iterdir()
     assert oct(entry.stat().st_mode & 0o777) == "0o600"
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
@@ -32,36 +37,64 @@ def test_second_open_reads_the_cache(cache: Path, monkeypatch: pytest.MonkeyPatc
         raise AssertionError("the recording was parsed again")
 
     monkeypatch.setattr(tarcache, "iter_members", refuse)
-    assert tarcache.members(SEED) == first == list(iter_members(SEED))
+    again = TarView(SEED)
+    assert _tables(again) == _tables(first)
+    assert again.read_text(CARD).strip() == "0x1d22"  # Kunlunxin, through the cached tables
+    monkeypatch.setenv("XPUTUNE_CACHE", "off")
+    with pytest.raises(AssertionError, match="parsed again"):
+        TarView(SEED)
 
 
-def test_a_tampered_or_garbled_entry_is_ignored(cache: Path) -> None:
-    expected = tarcache.members(SEED)
+def test_cache_off_reads_the_same_tables(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cached = _tables(TarView(SEED))
+    monkeypatch.setenv("XPUTUNE_CACHE", "off")
+    assert _tables(TarView(SEED)) == cached
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b"not marshal",
+        marshal.dumps([("x", "exec", "rm -rf /")]),
+        marshal.dumps(({"/": "dir", "/x": "exec"}, {}, {}, {})),  # an unknown kind
+        marshal.dumps(({"/": "dir"}, {"/x": b"data of no file"}, {}, {})),
+        marshal.dumps(({"/": "dir", "/l": "link"}, {}, {"/l": 7}, {})),  # a target not text
+        marshal.dumps(({"/": "dir", "x": "file"}, {"x": b""}, {}, {})),  # not a host path
+        marshal.dumps(({"/": "file"}, {"/": b""}, {}, {})),  # the root is no directory
+    ],
+)
+def test_a_tampered_or_garbled_entry_is_ignored(cache: Path, junk: bytes) -> None:
+    expected = _tables(TarView(SEED))
     (entry,) = cache.iterdir()
-    import marshal
-    import zlib
+    entry.write_bytes(junk)
+    assert _tables(TarView(SEED)) == expected
+    assert entry.read_bytes() != junk  # rewritten from the recording itself
 
-    for junk in (
-        b"not zlib",
-        zlib.compress(b"not marshal"),
-        zlib.compress(marshal.dumps([("x", "exec", "rm -rf /")])),
-    ):
-        entry.write_bytes(junk)
-        assert tarcache.members(SEED) == expected
-        assert entry.read_bytes() != junk  # rewritten from the recording itself
+
+def test_entries_of_an_older_format_are_dropped(cache: Path) -> None:
+    TarView(SEED)
+    (entry,) = cache.iterdir()
+    digest = entry.name.split("-", 1)[0]
+    older = cache / f"{digest}-cpython-311-m4-f1"
+    other = cache / "0123456789abcdef0123456789abcdef-cpython-311-m4-f1"  # another recording
+    older.write_bytes(b"old table")
+    other.write_bytes(b"old table")
+    entry.unlink()
+    TarView(SEED)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([entry.name, other.name])
 
 
 def test_another_recording_gets_another_entry(cache: Path, tmp_path: Path) -> None:
     other = tmp_path / "copy.tar.xz"
     other.write_bytes(Path(SEED).read_bytes() + b"\0" * 512)  # same members, other bytes
-    tarcache.members(SEED)
-    tarcache.members(str(other))
+    TarView(SEED)
+    TarView(str(other))
     assert len(list(cache.iterdir())) == 2
 
 
 def test_off_switch_and_unwritable_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XPUTUNE_CACHE", "off")
-    tarcache.members(SEED)
+    TarView(SEED)
     assert not cache.exists()
     monkeypatch.delenv("XPUTUNE_CACHE")
     cache.parent.mkdir(parents=True)

@@ -1,10 +1,12 @@
-"""A per-user cache of recordings' member tables, so opening one twice costs almost nothing.
+"""A per-user cache of recordings' lookup tables, so opening one twice costs almost nothing.
 
-Decompressing a bundled 8-card recording and parsing its 8,500 headers takes ~50 ms, longer
-than the whole discovery it serves; `plan`, `check` and `launch --dry-run --example` pay it on
-every run. The parsed table is kept, keyed by the recording's content hash and this Python's
-marshal format, in $XDG_CACHE_HOME/xputune (~/.cache/xputune). A cache entry is only ever a
-copy of what tarread accepted (so within its caps) and is checked again on load; anything odd
+Decompressing a bundled 8-card recording, parsing its 8,500 headers and building the view's
+tables takes ~45 ms, longer than the whole discovery it serves; `probe`, `plan`, `check` and
+`launch --dry-run --example` pay it on every run. The built tables (host/view.py's _Index) are
+kept, keyed by the recording's content hash and this Python's marshal format, in
+$XDG_CACHE_HOME/xputune (~/.cache/xputune), uncompressed: loading them is one marshal call.
+A cache entry is only ever a copy of what the view built from what tarread accepted (so
+within its caps), and is checked again on load by the caller's `well_formed`; anything odd
 about it, or an unwritable cache directory, just means reading the recording itself.
 XPUTUNE_CACHE=off disables it.
 """
@@ -16,20 +18,16 @@ import hashlib
 import marshal
 import os
 import sys
-import zlib
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from xputune.errors import RecordingError
-from xputune.host.tarread import (
-    MAX_MEMBERS,
-    MAX_UNPACKED,
-    Member,
-    iter_members,
-    open_recording,
-)
+from xputune.host.tarread import MAX_UNPACKED, Member, iter_members, open_recording
 
-#: Bump when the shape of a cached table changes.
-FORMAT = 1
-_KINDS = frozenset({"file", "dir", "link", "hardlink", "other"})
+#: Bump when the shape of the cached tables, or how the view builds them, changes.
+FORMAT = 2
+
+Index = TypeVar("Index")
 
 
 def cache_dir() -> str:
@@ -37,18 +35,21 @@ def cache_dir() -> str:
     return os.path.join(base, "xputune", "recordings")
 
 
-def members(path: str) -> list[Member]:
-    """The recording's members, from the cache when it holds this exact recording."""
+def index(
+    path: str,
+    build: Callable[[Iterator[Member]], Index],
+    well_formed: Callable[[object], bool],
+) -> Index:
+    """build(the recording's members), or its cached result when it holds this recording."""
     if os.environ.get("XPUTUNE_CACHE", "").lower() in ("off", "0", "no"):
-        return list(iter_members(path))
-    key = _key(path)
-    entry = os.path.join(cache_dir(), key)
+        return build(iter_members(path))
+    entry = os.path.join(cache_dir(), _key(path))
     found = _load(entry)
-    if found is not None:
-        return found
-    table = list(iter_members(path))
-    _store(entry, table)
-    return table
+    if found is not None and well_formed(found):
+        return found  # type: ignore[return-value]
+    built = build(iter_members(path))
+    _store(entry, built)
+    return built
 
 
 def _key(path: str) -> str:
@@ -66,47 +67,37 @@ def _key(path: str) -> str:
     return f"{digest}-{sys.implementation.cache_tag}-m{marshal.version}-f{FORMAT}"
 
 
-def _load(entry: str) -> list[Member] | None:
+def _load(entry: str) -> object | None:
     try:
         with open(entry, "rb") as fh:
             packed = fh.read(MAX_UNPACKED + 1)
         if len(packed) > MAX_UNPACKED:
             return None
-        inflater = zlib.decompressobj()
-        raw = inflater.decompress(packed, MAX_UNPACKED + 1)
-        if len(raw) > MAX_UNPACKED or not inflater.eof:
-            return None
-        table = marshal.loads(raw)
-    except (OSError, zlib.error, ValueError, EOFError, TypeError):
+        return marshal.loads(packed)
+    except (OSError, ValueError, EOFError, TypeError):
         return None
-    return table if _well_formed(table) else None
 
 
-def _well_formed(table: object) -> bool:
-    """What tarread yields, and nothing else: a cache file is data, never trusted blindly."""
-    if not isinstance(table, list) or len(table) > MAX_MEMBERS:
-        return False
-    for item in table:
-        if not (
-            isinstance(item, tuple)
-            and len(item) == 3
-            and isinstance(item[0], str)
-            and item[1] in _KINDS
-            and isinstance(item[2], (bytes if item[1] in ("file", "dir") else str))
-        ):
-            return False
-    return True
-
-
-def _store(entry: str, table: list[Member]) -> None:
+def _store(entry: str, built: object) -> None:
     folder = os.path.dirname(entry)
     tmp = f"{entry}.tmp-{os.getpid()}"
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(zlib.compress(marshal.dumps(table), 1))
+            fh.write(marshal.dumps(built))
         os.replace(tmp, entry)
+        _drop_stale(folder, os.path.basename(entry))
     except (OSError, ValueError):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _drop_stale(folder: str, kept: str) -> None:
+    """Remove this recording's entries of other formats (an older xputune or Python left)."""
+    digest = kept.split("-", 1)[0] + "-"
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            if name.startswith(digest) and name != kept and ".tmp-" not in name:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, name))

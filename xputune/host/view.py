@@ -15,7 +15,6 @@ import posixpath
 import stat
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from xputune.errors import (
     HostError,
@@ -687,47 +686,65 @@ def clean_tmp_at(dir_fd: int, names: Iterable[str]) -> list[str]:
     return removed
 
 
-class _Member(NamedTuple):
-    kind: str  # "file", "dir", "link" or "other" (a device, FIFO or sparse file: unreadable)
-    data: bytes = b""
-    target: str = ""  # a link's target; for "other", what it is
+#: A recording as lookup tables by host path, built once and cached (host/tarcache.py):
+#: (kinds, data, targets, children). Kinds are "file", "dir", "link" or "other" (a device,
+#: FIFO or sparse file); data holds a file's bytes; targets a link's target or, for "other",
+#: what it is; children a directory's entries. A plain tuple of dicts of built-in types, so
+#: the cache stores and loads it with marshal as it is: a second open builds nothing.
+_Index = tuple[dict[str, str], dict[str, bytes], dict[str, str], dict[str, list[str]]]
+
+_INDEX_KINDS = frozenset({"file", "dir", "link", "other"})
 
 
-#: Directories implied by deeper members; an explicit directory member may still follow.
-_DIR = _Member("dir")
+def _index_well_formed(index: object) -> bool:
+    """What _IndexBuilder makes, and nothing else: a cache file is data, never trusted blindly.
+
+    Lookups build candidate paths from components (never "..", never "//"), so a forged key
+    can only be unreachable; the types are what must hold.
+    """
+    if not (isinstance(index, tuple) and len(index) == 4):
+        return False
+    kinds, data, targets, children = index
+    if not all(isinstance(t, dict) for t in index) or kinds.get("/") != "dir":
+        return False
+    return (
+        all(type(k) is str and k[:1] == "/" and v in _INDEX_KINDS for k, v in kinds.items())
+        and all(type(v) is bytes and kinds.get(k) == "file" for k, v in data.items())
+        and all(type(v) is str and kinds.get(k) in ("link", "other") for k, v in targets.items())
+        and all(
+            kinds.get(k) == "dir" and type(v) is list and all(type(n) is str for n in v)
+            for k, v in children.items()
+        )
+    )
 
 
-class TarView(HostView):
-    """A recorded tarball read into memory: one top folder acts as the filesystem root."""
+class _IndexBuilder:
+    """Turns tarread's member stream into an _Index, refusing what no real recording holds."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__()
-        self.label = path
-        self._members: dict[str, _Member] = {"/": _DIR}
-        self._children: dict[str, set[str]] = {"/": set()}
-        self._top: str | None = None
-        self._load(tarcache.members(path))
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.kinds: dict[str, str] = {"/": "dir"}
+        self.data: dict[str, bytes] = {}
+        self.targets: dict[str, str] = {}
+        self.children: dict[str, set[str]] = {"/": set()}
+        self.explicit: set[str] = set()  # directories that are members, not only implied
+        self.top: str | None = None
 
-    def _load(self, members: Iterable[tuple[str, str, bytes | str]]) -> None:
+    def build(self, members: Iterable[tuple[str, str, bytes | str]]) -> _Index:
         add = self._add
         for raw_name, kind, payload in members:
             host_path = self._host_path(raw_name)
             if host_path is None:
                 continue
-            if kind == "file":
-                add(host_path, _Member("file", data=payload), raw_name)  # type: ignore[arg-type]
-            elif kind == "link":
-                if not payload:
-                    raise self._bad(f"symlink {shown(raw_name)} has an empty target")
-                add(host_path, _Member("link", target=payload), raw_name)  # type: ignore[arg-type]
-            elif kind == "hardlink":
-                add(host_path, self._hard_link(raw_name, payload), raw_name)  # type: ignore[arg-type]
-            elif kind == "other":
-                add(host_path, _Member("other", target=payload), raw_name)  # type: ignore[arg-type]
-            else:
-                add(host_path, _Member("dir"), raw_name)
-        if self._top is None:
+            if kind == "hardlink":
+                kind, payload = self._hard_link(raw_name, payload)  # type: ignore[arg-type]
+            elif kind == "link" and not payload:
+                raise self._bad(f"symlink {shown(raw_name)} has an empty target")
+            add(host_path, kind, payload, raw_name)
+        if self.top is None:
             raise self._bad("the tarball is empty")
+        children = {path: list(names) for path, names in self.children.items()}
+        return self.kinds, self.data, self.targets, children
 
     def _bad(self, why: str) -> RecordingError:
         return RecordingError(f"{self.label}: {why}")
@@ -741,10 +758,10 @@ class TarView(HostView):
         if not name:
             return None
         first, _, rel = name.partition("/")
-        if self._top is None:
-            self._top = first
-        elif first != self._top:
-            raise self._bad(f"expected one top folder, found {shown(self._top)} and {shown(first)}")
+        if self.top is None:
+            self.top = first
+        elif first != self.top:
+            raise self._bad(f"expected one top folder, found {shown(self.top)} and {shown(first)}")
         if "." in rel or "//" in rel:
             parts = rel.split("/")
             if ".." in parts:
@@ -754,7 +771,7 @@ class TarView(HostView):
             rel = "/".join(p for p in parts if p not in ("", "."))
         return "/" + rel if rel else "/"
 
-    def _hard_link(self, raw_name: str, target: str) -> _Member:
+    def _hard_link(self, raw_name: str, target: str) -> tuple[str, bytes | str]:
         """A hard link repeats an earlier member's data (tar stores it once)."""
         where = f"hard link {shown(raw_name)} -> {shown(target)}"
         if not target:
@@ -763,22 +780,28 @@ class TarView(HostView):
             real = self._host_path(target)
         except RecordingError:
             real = None
-        member = self._members.get(real) if real else None
-        if member is None or member.kind not in ("file", "other"):
-            raise self._bad(f"{where}: names no earlier file")
-        return member
+        kind = self.kinds.get(real) if real else None
+        if kind == "file":
+            return kind, self.data[real]  # type: ignore[index]
+        if kind == "other":
+            return kind, self.targets[real]  # type: ignore[index]
+        raise self._bad(f"{where}: names no earlier file")
 
-    def _add(self, host_path: str, member: _Member, raw_name: str) -> None:
-        members, children = self._members, self._children
-        existing = members.get(host_path)
+    def _add(self, host_path: str, kind: str, payload: bytes | str, raw_name: str) -> None:
+        kinds, children = self.kinds, self.children
+        existing = kinds.get(host_path)
         if existing is not None:
-            if existing is not _DIR:
+            if existing != "dir" or host_path in self.explicit:
                 raise self._bad(f"{shown(raw_name)} appears twice")
-            if member.kind != "dir":
-                raise self._bad(
-                    f"{shown(raw_name)} is a {member.kind} but other members lie under it"
-                )
-        members[host_path] = member
+            if kind != "dir":
+                raise self._bad(f"{shown(raw_name)} is a {kind} but other members lie under it")
+        kinds[host_path] = kind
+        if kind == "file":
+            self.data[host_path] = payload  # type: ignore[assignment]
+        elif kind == "dir":
+            self.explicit.add(host_path)
+        else:
+            self.targets[host_path] = payload  # type: ignore[assignment]
         child = host_path
         while child != "/":
             parent, _, name = child.rpartition("/")
@@ -789,12 +812,23 @@ class TarView(HostView):
             elif name in kids:
                 break  # already linked, and so are its ancestors
             kids.add(name)
-            above = members.get(parent)
+            above = kinds.get(parent)
             if above is None:
-                members[parent] = _DIR
-            elif above.kind != "dir":
+                kinds[parent] = "dir"
+            elif above != "dir":
                 raise self._bad(f"{shown(raw_name)} lies under {parent}, which is not a directory")
             child = parent
+
+
+class TarView(HostView):
+    """A recorded tarball read into memory: one top folder acts as the filesystem root."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.label = path
+        index = tarcache.index(path, lambda members: _IndexBuilder(path).build(members),
+                               _index_well_formed)  # fmt: skip
+        self._kinds, self._data, self._targets, self._children = index
 
     def _realpath(self, path: str) -> str:
         if not path.startswith("/"):
@@ -812,44 +846,46 @@ class TarView(HostView):
                 resolved = posixpath.dirname(resolved)
                 continue
             candidate = resolved + part if resolved == "/" else resolved + "/" + part
-            member = self._members.get(candidate)
-            if member is None:
+            kind = self._kinds.get(candidate)
+            if kind is None:
                 raise FileNotFoundError(errno.ENOENT, "no such file", path)
-            if member.kind != "link":
+            if kind != "link":
                 resolved = candidate
                 continue
             follows += 1
             if follows > MAX_SYMLINKS:
                 raise SymlinkLoopError(f"{self.label}: symlink loop at {path}")
-            if member.target.startswith("/"):
+            target = self._targets[candidate]
+            if target.startswith("/"):
                 raise RootEscapeError(
-                    f"{self.label}: symlink {shown(candidate)} -> {shown(member.target)} "
+                    f"{self.label}: symlink {shown(candidate)} -> {shown(target)} "
                     "points outside the root"
                 )
-            todo.extend(p for p in reversed(member.target.split("/")) if p and p != ".")
+            todo.extend(p for p in reversed(target.split("/")) if p and p != ".")
         return resolved
 
     def _read(self, real: str) -> bytes:
-        member = self._members[real]
-        if member.kind == "dir":
+        kind = self._kinds[real]
+        if kind == "dir":
             raise IsADirectoryError(real)
-        if member.kind == "other":
-            raise _not_regular(self.label, real, member.target)
+        if kind == "other":
+            raise _not_regular(self.label, real, self._targets[real])
+        data = self._data[real]
         cap = read_cap(real)
-        if len(member.data) > cap:
+        if len(data) > cap:
             raise _too_large(self.label, real, cap)
-        return member.data
+        return data
 
     def _listdir(self, real: str) -> list[str]:
-        if self._members[real].kind != "dir":
+        if self._kinds[real] != "dir":
             raise NotADirectoryError(real)
         return list(self._children.get(real, ()))
 
     def _kind(self, real: str) -> str | None:
-        member = self._members.get(real)
-        if member is None:
+        kind = self._kinds.get(real)
+        if kind is None:
             return None
-        return "file" if member.kind == "other" else member.kind
+        return "file" if kind == "other" else kind
 
 
 __all__ = ["DirView", "HostView", "TarView"]
