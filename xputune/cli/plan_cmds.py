@@ -297,56 +297,27 @@ def tiers_cmd(
     geometry = _geometry(model, config, tp, dtype)
     caps = [count(c, "--capacity") for c in capacity or []]
     l1_tokens = count(l1, "--l1") if l1 else None
-    data: dict[str, Any] = {"schema_version": 1}
-    curve = None
+    from xputune.plan.tiersreport import tiers_document
+    from xputune.plan.traces import parse_measured_table
+
+    curve, requests, table = None, 0, None
     if trace is not None:
         curve, requests = _curve(
             trace, trace_format, block_size, sample_rate, show_progress=fmt is Format.table
         )
-        data["trace"] = {
-            "file": str(trace),
-            "requests": requests,
-            "accesses": curve.accesses,
-            "distinct_blocks": curve.distinct_blocks,
-            "block_size": curve.block_size,
-            "total_tokens": int(curve.total_tokens) if curve.exact else None,
-            "chain_violations": curve.chain_violations,
-            "mode": "exact" if curve.exact else "sampled",
-            "sample_rate": curve.sample_rate,
-        }
-        from xputune.plan.tiersreport import curve_report
-
-        data.update(
-            curve_report(
-                curve,
-                caps,
-                tolerance=tolerance / 100,
-                min_gain=min_gain / 100,
-                l1_tokens=l1_tokens,
-                geometry=geometry,
-            )
-        )
-    else:
-        data["curve"] = []
     if measured is not None:
-        from xputune.plan.tiersreport import measured_report
-        from xputune.plan.traces import parse_measured_table
-
         table = parse_measured_table(read_lines(measured, "measured table"), str(measured))
-        data["measured"] = measured_report(
-            table,
-            min_gain=min_gain / 100,
-            tolerance=tolerance / 100,
-            curve=curve,
-            geometry=geometry,
-        )
-    if geometry is not None:
-        data["model"] = {
-            "name": geometry.name,
-            "tp": geometry.tp,
-            "dtype": geometry.dtype,
-            "bytes_per_token_per_rank": geometry.bytes_per_token,
-        }
+    data = tiers_document(
+        trace_file=str(trace) if trace is not None else None,
+        curve=curve,
+        requests=requests,
+        measured=table,
+        capacities=caps,
+        tolerance=tolerance / 100,
+        min_gain=min_gain / 100,
+        l1_tokens=l1_tokens,
+        geometry=geometry,
+    )
     from xputune.plan.plot import tiers_chart
 
     chart = tiers_chart(data, curve)

@@ -145,3 +145,55 @@ def measured_report(
                 for r in rows
             ]
     return out
+
+
+def tiers_document(
+    *,
+    trace_file: str | None,
+    curve: HitCurve | None,
+    requests: int,
+    measured: MeasuredTable | None,
+    capacities: Sequence[int],
+    tolerance: float,
+    min_gain: float,
+    l1_tokens: int | None,
+    geometry: KVGeometry | None,
+) -> dict[str, Any]:
+    """`xputune tiers --format json` (schema tiers.json), from what the command read."""
+    data: dict[str, Any] = {"schema_version": 1}
+    if curve is not None:
+        data["trace"] = {
+            "file": trace_file,
+            "requests": requests,
+            "accesses": curve.accesses,
+            "distinct_blocks": curve.distinct_blocks,
+            "block_size": curve.block_size,
+            "total_tokens": int(curve.total_tokens) if curve.exact else None,
+            "chain_violations": curve.chain_violations,
+            "mode": "exact" if curve.exact else "sampled",
+            "sample_rate": curve.sample_rate,
+        }
+        data.update(
+            curve_report(
+                curve,
+                capacities,
+                tolerance=tolerance,
+                min_gain=min_gain,
+                l1_tokens=l1_tokens,
+                geometry=geometry,
+            )
+        )
+    else:
+        data["curve"] = []
+    if measured is not None:
+        data["measured"] = measured_report(
+            measured, min_gain=min_gain, tolerance=tolerance, curve=curve, geometry=geometry
+        )
+    if geometry is not None:
+        data["model"] = {
+            "name": geometry.name,
+            "tp": geometry.tp,
+            "dtype": geometry.dtype,
+            "bytes_per_token_per_rank": geometry.bytes_per_token,
+        }
+    return data
