@@ -68,6 +68,7 @@ class Server:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     start_seconds: float = 0.0
+    semaphores_before: frozenset[str] = frozenset()
 
     @property
     def stats_dir(self) -> Path:
@@ -109,6 +110,7 @@ class Server:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "standins").mkdir(exist_ok=True)
         self.port = self.port or free_port()
+        self.semaphores_before = _mp_semaphores()
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -146,6 +148,7 @@ class Server:
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline:
                 if proc.poll() is not None and not _group_alive(proc.pid):
+                    _sweep_semaphores(self.semaphores_before)
                     return
                 time.sleep(0.2)
 
@@ -257,3 +260,41 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+SHM = Path("/dev/shm")
+
+
+def _mp_semaphores() -> frozenset[str]:
+    """Named semaphores of Python's multiprocessing now in /dev/shm."""
+    try:
+        return frozenset(p.name for p in SHM.iterdir() if p.name.startswith("sem.mp-"))
+    except OSError:
+        return frozenset()
+
+
+def _mapped_shm_names() -> set[str]:
+    """/dev/shm names some live process still maps (an open semaphore is mapped)."""
+    names: set[str] = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        with contextlib.suppress(OSError):
+            for line in maps.read_text().splitlines():
+                path = line.rsplit(None, 1)[-1] if "/dev/shm/" in line else ""
+                if path.startswith("/dev/shm/"):
+                    names.add(path[len("/dev/shm/") :])
+    return names
+
+
+def _sweep_semaphores(before: frozenset[str]) -> None:
+    """Remove the semaphores a SIGKILLed server left (its resource tracker died with it).
+
+    Only names that appeared while the server ran and that no live process maps: another
+    program's semaphore in use is never touched.
+    """
+    left = _mp_semaphores() - before
+    if not left:
+        return
+    in_use = _mapped_shm_names()
+    for name in left - in_use:
+        with contextlib.suppress(OSError):
+            (SHM / name).unlink()
