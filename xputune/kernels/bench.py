@@ -7,12 +7,14 @@ same total bytes, between the case's own buffers when one layer is moved (else b
 flat buffers), timed in the same run, alternating with the case, so machine noise hits both;
 GB/s figures are best-of-repeats (medians are kept too); the ratio is the median of the
 per-pair ratios (baseline time / case time of back-to-back runs).
-page_first has no direct operator upstream (it uses the item kernel); it is timed through the
-planner's segment table so its submission count is visible next to the others.
+page_first has no direct operator upstream (it uses the item kernel); on the host it is timed
+through the backend's C planner (the planner's segments, cut and copied in one call), on a device
+through the planner's segment table; its submission count is shown next to the others.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -39,6 +41,8 @@ class BenchRow:
     ratio: float
     median_gbps: float
     median_baseline_gbps: float
+    ratio_min: float
+    ratio_max: float
 
 
 class _Host:
@@ -169,6 +173,16 @@ def _case(
 
         def call() -> None:
             ops.transfer_kv_all_layer_direct_lf_pf(dev, [pool], dev_idx, host_idx, page_size)
+    elif mem.name == "host":
+        label = "segments planned in C"
+        dev_bases = [np.array([mem.address(d)], dtype=np.uint64) for d in dev]
+        dev_table = [np.concatenate(dev_bases)]
+        pool_base = [np.array([mem.address(pool)], dtype=np.uint64)]
+        sides = (pool_base, dev_table) if h2d else (dev_table, pool_base)
+
+        def call() -> None:
+            mem.backend.copy_layout(src_ep, dst_ep, *sides, si, di, item_size=item,
+                                    num_layers=layers)  # fmt: skip
     else:
         label = "segment table"
         dev_bases = np.array([mem.address(d) for d in dev], dtype=np.uint64)
@@ -178,8 +192,7 @@ def _case(
         def call() -> None:
             segs = plan(si, di, src=src_ep, dst=dst_ep, item_size=item, num_layers=layers)
             table = segs.addresses(*bases)
-            mem.backend.copy(*table, direction=direction if mem.name != "host" else "h2h",
-                             stream=None, sync=True)  # fmt: skip
+            mem.backend.copy(*table, direction=direction, stream=None, sync=True)
 
     call.keep = keep  # type: ignore[attr-defined]
     # The baseline's buffers: with one layer moved, the op's own source and destination memory
@@ -242,25 +255,33 @@ def run(
             def base_call() -> None:
                 mem.baseline(base_dst, base_src)  # noqa: B023
 
-            for i in range(repeats):
-                # Alternate which goes first (ABBA), so "second in a pair" bias cancels out.
-                if i % 2 == 0:
-                    op_times.append(_timed(call, mem.sync))
-                    base_times.append(_timed(base_call, mem.sync))
-                else:
-                    base_times.append(_timed(base_call, mem.sync))
-                    op_times.append(_timed(call, mem.sync))
-                if progress:
-                    progress()
+            gc_was_enabled = gc.isenabled()
+            gc.disable()  # a collection inside one timed call would land on one side only
+            try:
+                for i in range(repeats):
+                    # Alternate which goes first (ABBA), so "second in a pair" bias cancels out.
+                    if i % 2 == 0:
+                        op_times.append(_timed(call, mem.sync))
+                        base_times.append(_timed(base_call, mem.sync))
+                    else:
+                        base_times.append(_timed(base_call, mem.sync))
+                        op_times.append(_timed(call, mem.sync))
+                    if progress:
+                        progress()
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
             # GB/s: best of the repeats (the run least disturbed on a shared machine). Ratio: the
-            # median over back-to-back pairs, so slow drifts in machine load cancel out.
+            # median over back-to-back pairs, so slow drifts in machine load cancel out; min and
+            # max show how far one pair can stray on this machine.
             t_op, t_base = min(op_times), min(base_times)
             gbps, base = total / t_op / 1e9, total / t_base / 1e9
-            ratio = median(b / o for o, b in zip(op_times, base_times, strict=True))
+            ratios = [b / o for o, b in zip(op_times, base_times, strict=True)]
             rows.append(BenchRow(
                 layout, direction, label, segments, total, t_op, round(gbps, 3), round(base, 3),
-                round(ratio, 3), round(total / median(op_times) / 1e9, 3),
-                round(total / median(base_times) / 1e9, 3),
+                round(median(ratios), 3), round(total / median(op_times) / 1e9, 3),
+                round(total / median(base_times) / 1e9, 3), round(min(ratios), 3),
+                round(max(ratios), 3),
             ))  # fmt: skip
     return mem.name, rows
 

@@ -162,18 +162,21 @@ def _run(
         raise KernelArgumentError(f"mode must be direct or kernel, got {mode!r}")
     if si.shape[0] == 0:
         return
-    if (
-        mode == "direct"
-        and backend.name == "host"
-        and (src.endpoint.layout == dst.endpoint.layout == "layers")
-    ):
-        import numpy as np
+    if mode == "direct" and backend.name == "host":
+        # Planned and copied in one C call: same segments as plan(), no numpy temporaries.
+        if src.endpoint.layout == dst.endpoint.layout == "layers":
+            import numpy as np
 
-        # The per-layer-buffer case in one C call: same segments as plan(), no temporaries.
-        backend.copy_items(
-            np.concatenate(src.bases), np.concatenate(dst.bases), si, di, item_size=item_size,
-            src_slots=src.endpoint.slots, dst_slots=dst.endpoint.slots,
-        )  # fmt: skip
+            # The commonest case (every per-layer operator), with the least set-up.
+            backend.copy_items(
+                np.concatenate(src.bases), np.concatenate(dst.bases), si, di,
+                item_size=item_size, src_slots=src.endpoint.slots, dst_slots=dst.endpoint.slots,
+            )  # fmt: skip
+        else:
+            backend.copy_layout(
+                src.endpoint, dst.endpoint, src.bases, dst.bases, si, di, item_size=item_size,
+                num_layers=num_layers,
+            )  # fmt: skip
         return
     segs = plan(si, di, src=src.endpoint, dst=dst.endpoint, item_size=item_size,
                 num_layers=num_layers)  # fmt: skip

@@ -182,7 +182,27 @@ def _offsets(ep: Endpoint, layer: np.ndarray, slot: np.ndarray, item: int) -> np
     return ((page * ep.layers + layer_abs) * ps + in_page) * item
 
 
-def _check_layers(ep: Endpoint, num_layers: int, side: str) -> None:
+def geometry(ep: Endpoint, item: int) -> tuple[tuple[int, int, int, int, int, int], int]:
+    """The side as the host backend's C planner reads it, and the byte offset of first_layer.
+
+    (per_layer, slots, page, page_stride, layer_stride, cut): slot s of processed layer l sits
+    at base + (s // page) * page_stride + (s % page) * item + l * layer_stride, the same place
+    _offsets computes; cut > 0 keeps runs and merges inside cut-slot pages (page_first_direct).
+    """
+    slots = -1 if ep.slots is None else ep.slots
+    if ep.layout == "layers":
+        return (1, slots, 1, item, 0, 0), 0
+    if ep.layout == "layer_first":
+        stride = (ep.slots or 0) * item
+        return (0, slots, 1, item, stride, 0), ep.first_layer * stride
+    if ep.layout == "page_first":
+        return (0, slots, 1, ep.layers * item, item, 0), ep.first_layer * item
+    ps = ep.page_size
+    return (0, slots, ps, ep.layers * ps * item, ps * item, ps), ep.first_layer * ps * item
+
+
+def check_layers(ep: Endpoint, num_layers: int, side: str) -> None:
+    """Refuse a transfer of more layers than a flat side's buffer holds from first_layer on."""
     if ep.flat and ep.first_layer + num_layers > ep.layers:
         raise KernelArgumentError(
             f"{side} buffer holds {ep.layers} layers; layers {ep.first_layer}.."
@@ -220,8 +240,8 @@ def plan(
     import numpy as np
 
     si, di = check_request(src_indices, dst_indices, item_size, num_layers)
-    _check_layers(src, num_layers, "source")
-    _check_layers(dst, num_layers, "destination")
+    check_layers(src, num_layers, "source")
+    check_layers(dst, num_layers, "destination")
     n = si.shape[0]
     empty = np.zeros(0, dtype=np.int64)
     if n == 0:

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from xputune.errors import UnsupportedError
 from xputune.kernels import build
-from xputune.kernels.planner import KernelArgumentError
+from xputune.kernels.planner import Endpoint, KernelArgumentError, geometry
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
 
 SOURCES = ["host_copy.c"]
@@ -34,6 +36,11 @@ def load_library() -> ctypes.CDLL:
     lib.xt_host_copy_items.argtypes = [vp, vp, i64, vp, vp, i64, i64, i64, i64, ctypes.c_int,
                                        ctypes.POINTER(i64)]  # fmt: skip
     lib.xt_host_copy_items.restype = ctypes.c_int
+    lib.xt_host_copy_layout.argtypes = [vp, vp, vp, vp, i64, i64, vp, vp, i64, i64, ctypes.c_int,
+                                        ctypes.c_int, ctypes.POINTER(i64)]  # fmt: skip
+    lib.xt_host_copy_layout.restype = ctypes.c_int
+    lib.xt_host_stream_min.argtypes = [i64]
+    lib.xt_host_stream_min.restype = i64
     lib.xt_host_memcpy.argtypes = [vp, vp, ctypes.c_uint64]
     lib.xt_host_memcpy.restype = None
     lib.xt_host_thread_count.argtypes = [ctypes.c_uint64, ctypes.c_int]
@@ -98,20 +105,69 @@ class HostBackend:
             item_size, -1 if src_slots is None else src_slots,
             -1 if dst_slots is None else dst_slots, self.threads, ctypes.byref(segments),
         )  # fmt: skip
-        if rc in (_ERANGE_SRC, _ERANGE_DST):
-            src_side = rc == _ERANGE_SRC
-            idx, slots = (src_indices, src_slots) if src_side else (dst_indices, dst_slots)
-            name = "src_indices" if src_side else "dst_indices"
-            lo, hi = int(idx.min()), int(idx.max())
-            if lo < 0:
-                raise KernelArgumentError(f"{name} holds a negative slot ({lo})")
-            raise KernelArgumentError(
-                f"{name} holds slot {hi}, out of range for a buffer of {slots} slots"
-            )
-        if rc != 0:
-            raise MemoryError(f"host copy failed (code {rc})")
+        _raise_for(rc, (src_indices, src_slots), (dst_indices, dst_slots))
+        return int(segments.value)
+
+    def copy_layout(
+        self,
+        src: Endpoint,
+        dst: Endpoint,
+        src_bases: Sequence[np.ndarray],
+        dst_bases: Sequence[np.ndarray],
+        src_indices: np.ndarray,
+        dst_indices: np.ndarray,
+        *,
+        item_size: int,
+        num_layers: int,
+    ) -> int:
+        """Plan and copy in one C call, any host layouts on either side (host_copy.c).
+
+        *_bases: one uint64 base table per member (K, V), each num_layers long for a "layers"
+        side and one long for a flat one. Cuts and merges the planner's segments (the count is
+        returned, times members) without building their table in numpy; indices are
+        range-checked in C before any byte moves, the layer range here.
+        """
+        import numpy as np
+
+        from xputune.kernels.planner import check_layers
+
+        check_layers(src, num_layers, "source")
+        check_layers(dst, num_layers, "destination")
+        sg, s_off = geometry(src, item_size)
+        dg, d_off = geometry(dst, item_size)
+        sb = np.concatenate(src_bases) + np.uint64(s_off) if s_off else np.concatenate(src_bases)
+        db = np.concatenate(dst_bases) + np.uint64(d_off) if d_off else np.concatenate(dst_bases)
+        geo = np.array((*sg, *dg), dtype=np.int64)
+        si = np.ascontiguousarray(src_indices, dtype=np.int64)
+        di = np.ascontiguousarray(dst_indices, dtype=np.int64)
+        segments = ctypes.c_int64(0)
+        rc = self.lib.xt_host_copy_layout(
+            sb.ctypes.data, db.ctypes.data, geo.ctypes.data, geo.ctypes.data + 48,
+            len(src_bases), num_layers, si.ctypes.data, di.ctypes.data, int(si.shape[0]),
+            item_size, int(src.layers_contiguous_per_token or dst.layers_contiguous_per_token),
+            self.threads, ctypes.byref(segments),
+        )  # fmt: skip
+        _raise_for(rc, (si, src.slots), (di, dst.slots))
         return int(segments.value)
 
     def memcpy(self, dst_address: int, src_address: int, nbytes: int) -> None:
         """One plain memcpy from the same library: the baseline for benchmarks."""
         self.lib.xt_host_memcpy(dst_address, src_address, nbytes)
+
+
+def _raise_for(
+    rc: int, src: tuple[np.ndarray, int | None], dst: tuple[np.ndarray, int | None]
+) -> None:
+    """Turn the C library's return code into the error a caller sees."""
+    if rc in (_ERANGE_SRC, _ERANGE_DST):
+        src_side = rc == _ERANGE_SRC
+        idx, slots = src if src_side else dst
+        name = "src_indices" if src_side else "dst_indices"
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0:
+            raise KernelArgumentError(f"{name} holds a negative slot ({lo})")
+        raise KernelArgumentError(
+            f"{name} holds slot {hi}, out of range for a buffer of {slots} slots"
+        )
+    if rc != 0:
+        raise MemoryError(f"host copy failed (code {rc})")
