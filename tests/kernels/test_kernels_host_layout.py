@@ -1,0 +1,321 @@
+"""The host backend's C planner (xt_host_copy_layout) and its copy paths against the oracles.
+
+It must cut exactly the numpy planner's segments (count) and move exactly the bytes the layout
+formulas say, for every pair of layouts, with one thread (copies as it plans), several (plans a
+table first), and with small segments streamed past the cache (forced on tiny transfers here).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xputune.kernels.backends.host import HostBackend, load_library
+from xputune.kernels.planner import Endpoint, KernelArgumentError, plan
+
+LAYOUTS = ["layers", "layer_first", "page_first", "page_first_direct"]
+
+
+@contextmanager
+def _streaming(on: bool) -> Iterator[None]:
+    """With on, every transfer streams its small segments (threshold 0), however small; else
+    the library's default threshold (these tests' transfers then never stream)."""
+    lib = load_library()
+    before = lib.xt_host_stream_min(0 if on else -1)
+    try:
+        yield
+    finally:
+        lib.xt_host_stream_min(before)
+
+
+@pytest.fixture(params=["cached", "streamed"])
+def stream_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    with _streaming(request.param == "streamed"):
+        yield request.param
+
+
+def _offset(ep: Endpoint, layer: int, slot: int, item: int) -> int:
+    """Byte offset of (processed layer, slot) from its buffer, straight from the layout."""
+    lay = ep.first_layer + layer
+    if ep.layout == "layers":
+        return slot * item
+    if ep.layout == "layer_first":
+        return (lay * (ep.slots or 0) + slot) * item
+    if ep.layout == "page_first":
+        return (slot * ep.layers + lay) * item
+    page, in_page = divmod(slot, ep.page_size)
+    return ((page * ep.layers + lay) * ep.page_size + in_page) * item
+
+
+class _Side:
+    """One side's memory: per member, one buffer per layer ("layers") or one flat buffer."""
+
+    def __init__(self, ep: Endpoint, members: int, layers: int, item: int, pad: int, fill: bool):
+        rng = np.random.default_rng(layers * 7 + item)
+        per_buf = (ep.slots or 0) * item * (1 if ep.layout == "layers" else ep.layers)
+        nbuf = layers if ep.layout == "layers" else 1
+        # `pad` shifts every buffer off 64-byte alignment, so streamed lines get heads and tails.
+        self.raw = [
+            [
+                rng.integers(0, 256, per_buf + pad, dtype=np.uint8)
+                if fill
+                else np.zeros(per_buf + pad, np.uint8)
+                for _ in range(nbuf)
+            ]
+            for _ in range(members)
+        ]
+        self.pad = pad
+        self.ep = ep
+
+    def buf(self, member: int, layer: int) -> np.ndarray:
+        bufs = self.raw[member]
+        return bufs[layer if self.ep.layout == "layers" else 0][self.pad :]
+
+    def bases(self) -> list[np.ndarray]:
+        return [
+            np.array([b[self.pad :].ctypes.data for b in bufs], dtype=np.uint64)
+            for bufs in self.raw
+        ]
+
+
+def _expected(src: _Side, dst: _Side, si, di, members: int, layers: int, item: int):  # type: ignore[no-untyped-def]
+    want = [[b.copy() for b in bufs] for bufs in dst.raw]
+    for m in range(members):
+        for layer in range(layers):
+            s_mem = src.buf(m, layer)
+            d_mem = want[m][layer if dst.ep.layout == "layers" else 0][dst.pad :]
+            for s, d in zip(si.tolist(), di.tolist(), strict=True):
+                a, b = _offset(src.ep, layer, s, item), _offset(dst.ep, layer, d, item)
+                d_mem[b : b + item] = s_mem[a : a + item]
+    return want
+
+
+def _indices(pattern: str, slots: int, n: int, page: int, rng: np.random.Generator) -> np.ndarray:
+    if pattern == "run":
+        start = int(rng.integers(0, slots - n + 1))
+        return np.arange(start, start + n, dtype=np.int64)
+    if pattern == "pages":  # whole pages shuffled, as a paged allocator hands them out
+        order = rng.permutation(slots // page)
+        return (order[:, None] * page + np.arange(page)).ravel()[:n].astype(np.int64)
+    return rng.permutation(slots)[:n].astype(np.int64)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    src_layout=st.sampled_from(LAYOUTS),
+    dst_layout=st.sampled_from(LAYOUTS),
+    page_size=st.sampled_from([1, 2, 4, 8]),
+    pages=st.integers(1, 24),
+    layers=st.integers(1, 3),
+    extra_layers=st.integers(0, 2),
+    members=st.integers(1, 2),
+    item=st.sampled_from([1, 3, 8, 64, 100]),
+    threads=st.sampled_from([1, 3]),
+    pad=st.sampled_from([0, 5]),
+    streamed=st.booleans(),
+    data=st.data(),
+)
+def test_c_planner_cuts_the_planners_segments_and_moves_the_reference_bytes(
+    src_layout: str, dst_layout: str, page_size: int, pages: int, layers: int,
+    extra_layers: int, members: int, item: int, threads: int, pad: int, streamed: bool,
+    data: st.DataObject,
+) -> None:  # fmt: skip
+    slots = pages * page_size
+    pool = layers + extra_layers
+    first = data.draw(st.integers(0, extra_layers))
+    src_ep = Endpoint(src_layout, slots=slots, layers=pool, first_layer=first, page_size=page_size)
+    dst_ep = Endpoint(dst_layout, slots=slots, layers=pool, page_size=page_size)
+    n = data.draw(st.integers(0, slots))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    patterns = st.sampled_from(["run", "pages", "perm"])
+    si = _indices(data.draw(patterns), slots, n, page_size, rng)
+    di = _indices(data.draw(patterns), slots, n, page_size, rng)
+    src = _Side(src_ep, members, layers, item, pad, fill=True)
+    dst = _Side(dst_ep, members, layers, item, pad, fill=False)
+    want = _expected(src, dst, si, di, members, layers, item)
+
+    with _streaming(streamed):
+        count = HostBackend(threads=threads).copy_layout(
+            src_ep, dst_ep, src.bases(), dst.bases(), si, di, item_size=item, num_layers=layers
+        )
+    planned = plan(si, di, src=src_ep, dst=dst_ep, item_size=item, num_layers=layers).count
+    assert count == planned * members
+    for got_bufs, want_bufs in zip(dst.raw, want, strict=True):
+        for got, exp in zip(got_bufs, want_bufs, strict=True):
+            assert np.array_equal(got, exp)
+
+
+def _flat(n_slots: int, item: int, fill: int = 0) -> np.ndarray:
+    return np.full(n_slots * item, fill, dtype=np.uint8)
+
+
+def _copy(src_ep: Endpoint, dst_ep: Endpoint, src: np.ndarray, dst: np.ndarray, si, di,  # type: ignore[no-untyped-def]
+          item: int, layers: int = 1, threads: int = 1) -> int:  # fmt: skip
+    def bases(ep: Endpoint, arr: np.ndarray) -> list[np.ndarray]:
+        if ep.layout != "layers":
+            return [np.array([arr.ctypes.data], np.uint64)]
+        stride = (ep.slots or 0) * item
+        return [np.array([arr.ctypes.data + k * stride for k in range(layers)], np.uint64)]
+
+    return HostBackend(threads=threads).copy_layout(
+        src_ep, dst_ep, bases(src_ep, src), bases(dst_ep, dst),
+        np.asarray(si, dtype=np.int64), np.asarray(di, dtype=np.int64), item_size=item,
+        num_layers=layers,
+    )  # fmt: skip
+
+
+def test_no_indices_copy_nothing() -> None:
+    ep = Endpoint("page_first", slots=4, layers=2)
+    src, dst = _flat(8, 4, 7), _flat(8, 4)
+    assert _copy(ep, ep, src, dst, [], [], 4) == 0
+    assert not dst.any()
+
+
+def test_adjacent_on_one_side_only_stays_two_segments() -> None:
+    """Source slots run on (2, 3 | 4, 5) while the destination jumps back: two copies, not one."""
+    ep = Endpoint("layer_first", slots=8, layers=1)
+    src = np.arange(32, dtype=np.uint8)
+    dst = _flat(8, 4)
+    assert _copy(ep, ep, src, dst, [2, 3, 4, 5], [6, 7, 0, 1], 4) == 2
+    assert dst.reshape(8, 4)[[6, 7, 0, 1]].tolist() == src.reshape(8, 4)[[2, 3, 4, 5]].tolist()
+
+
+def test_a_repeated_slot_never_merges() -> None:
+    ep = Endpoint("layers", slots=4)
+    src = np.arange(16, dtype=np.uint8)
+    dst = _flat(4, 4)
+    assert _copy(ep, ep, src, dst, [1, 1, 1], [0, 1, 2], 4) == 3
+    assert (dst.reshape(4, 4)[:3] == src.reshape(4, 4)[1]).all()
+
+
+def test_contiguous_layers_merge_into_one_copy() -> None:
+    """layer_first on both sides, every slot of every layer: the whole pool is one segment."""
+    n, layers = 64, 3
+    ep = Endpoint("layer_first", slots=n, layers=layers)
+    src = np.random.default_rng(1).integers(0, 256, n * layers * 8, dtype=np.uint8)
+    dst = np.zeros_like(src)
+    assert _copy(ep, ep, src, dst, np.arange(n), np.arange(n), 8, layers) == 1
+    assert np.array_equal(src, dst)
+
+
+@pytest.mark.parametrize("page", [1, 4, 64])
+def test_page_first_direct_pages_stay_separate_copies(page: int) -> None:
+    """Long runs go through the eight-slot block scan; each page stays its own copy."""
+    slots = 512
+    pfd = Endpoint("page_first_direct", slots=slots, layers=1, page_size=page)
+    src = np.random.default_rng(2).integers(0, 256, slots * 4, dtype=np.uint8)
+    dst = np.zeros_like(src)
+    idx = np.arange(3, slots, dtype=np.int64)
+    assert _copy(pfd, pfd, src, dst, idx, idx, 4) == (slots - 1) // page - 3 // page + 1
+    assert np.array_equal(src[12:], dst[12:]) and not dst[:12].any()
+
+
+@pytest.mark.parametrize("direction", ["load", "store"])
+def test_page_first_direct_one_side_still_cuts_at_its_pages(direction: str) -> None:
+    """One layer: page p + 1 directly follows page p in memory, and the other side is one
+    contiguous buffer, so only the page rule keeps the pages apart (as SGLang copies them)."""
+    page, slots = 8, 64
+    pfd = Endpoint("page_first_direct", slots=slots, layers=1, page_size=page)
+    flat = Endpoint("layer_first", slots=slots, layers=1)
+    src = np.random.default_rng(4).integers(0, 256, slots * 2, dtype=np.uint8)
+    dst = np.zeros_like(src)
+    idx = np.arange(5, 45, dtype=np.int64)
+    eps = (pfd, flat) if direction == "load" else (flat, pfd)
+    assert _copy(*eps, src, dst, idx, idx, 2) == 44 // page - 5 // page + 1
+    assert plan(idx, idx, src=eps[0], dst=eps[1], item_size=2).count == 6
+    assert np.array_equal(dst[10:90], src[10:90]) and not dst[:10].any() and not dst[90:].any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 300),
+    bad_at=st.floats(0, 1, exclude_max=True),
+    bad=st.sampled_from([-1, -(2**62), 300, 2**62, 2**63 - 1]),
+    side=st.sampled_from(["src", "dst"]),
+    layout=st.sampled_from(["layer_first", "page_first", "page_first_direct"]),
+)
+def test_a_bad_slot_anywhere_is_refused_before_any_byte_moves(
+    n: int, bad_at: float, bad: int, side: str, layout: str
+) -> None:
+    """Runs are checked at their two ends only; a bad slot inside a long run must still be
+    seen, wherever it sits, and nothing may be written."""
+    slots = 300
+    ep = Endpoint(layout, slots=slots, layers=1, page_size=4 if layout != "page_first" else 1)
+    si, di = np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64)
+    (si if side == "src" else di)[int(bad_at * n)] = bad
+    src, dst = _flat(slots, 2, 9), _flat(slots, 2)
+    with pytest.raises(KernelArgumentError, match=f"{side}_indices holds"):
+        _copy(ep, ep, src, dst, si, di, 2)
+    assert not dst.any()
+
+
+def test_a_run_that_wraps_past_the_largest_slot_is_refused() -> None:
+    """2**63 - 1 then -2**63 steps by one in 64-bit arithmetic: still two bad ends."""
+    ep = Endpoint("layers", slots=None)
+    si = np.array([2**63 - 2, 2**63 - 1, -(2**63)], dtype=np.int64)
+    di = np.arange(3, dtype=np.int64)
+    with pytest.raises(KernelArgumentError, match="src_indices holds a negative slot"):
+        _copy(ep, Endpoint("layers", slots=3), _flat(3, 1), _flat(3, 1), si, di, 1)
+
+
+def test_bad_arguments_are_einval() -> None:
+    lib = load_library()
+    geo = np.array([1, 4, 1, 4, 0, 0] * 2, dtype=np.int64)
+    idx = np.arange(2, dtype=np.int64)
+    seg = ctypes.c_int64(5)
+    args = (geo.ctypes.data, geo.ctypes.data + 48, 1, 1, idx.ctypes.data, idx.ctypes.data)
+    base = np.array([idx.ctypes.data], np.uint64)
+    rc = lib.xt_host_copy_layout(base.ctypes.data, base.ctypes.data, *args[:2], 1, 1,
+                                 *args[4:], 2, 0, 0, 1, ctypes.byref(seg))  # fmt: skip
+    assert rc == -22 and seg.value == 0  # item 0
+    rc = lib.xt_host_copy_layout(None, None, *args[:2], 1, 1, *args[4:], 2, 4, 0, 1,
+                                 ctypes.byref(seg))  # fmt: skip
+    assert rc == -22  # no bases
+    rc = lib.xt_host_copy_layout(None, None, *args[:2], 1, 1, *args[4:], 0, 4, 0, 1,
+                                 ctypes.byref(seg))  # fmt: skip
+    assert rc == 0 and seg.value == 0  # nothing to do needs no memory
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("nbytes", [(256 << 10) - 1, 256 << 10, (600 << 10) + 13])
+def test_a_segment_larger_than_a_piece_is_copied_whole(threads: int, nbytes: int) -> None:
+    """Segments are handed to memcpy in 256 KiB pieces; the last piece is the remainder."""
+    rng = np.random.default_rng(nbytes)
+    src = rng.integers(0, 256, nbytes + 3, dtype=np.uint8)
+    dst = np.zeros(nbytes + 7, np.uint8)
+    table = [np.array([a], np.uint64) for a in (src.ctypes.data + 3, dst.ctypes.data + 1)]
+    HostBackend(threads=threads).copy(*table, np.array([nbytes], np.uint64))
+    assert np.array_equal(dst[1 : nbytes + 1], src[3:]) and dst[0] == 0 and not dst[-6:].any()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_segment_tables_stream_small_segments_exactly(stream_mode: str, threads: int) -> None:
+    """Every size from 0 to a few lines, at every alignment: heads and tails of streamed
+    segments go through memcpy, whole lines through streaming stores."""
+    rng = np.random.default_rng(3)
+    sizes = np.arange(0, 200, dtype=np.uint64)
+    src = rng.integers(0, 256, 64 * 1024, dtype=np.uint8)
+    dst = np.zeros(64 * 1024, np.uint8)
+    want = np.zeros_like(dst)
+    s_off = rng.integers(0, 64 * 1024 - 200, sizes.shape[0]).astype(np.uint64)
+    d_off = (np.arange(sizes.shape[0], dtype=np.uint64) * 300 + sizes % 64).astype(np.uint64)
+    for s, d, n in zip(s_off.tolist(), d_off.tolist(), sizes.tolist(), strict=True):
+        want[d : d + n] = src[s : s + n]
+    HostBackend(threads=threads).copy(
+        np.uint64(src.ctypes.data) + s_off, np.uint64(dst.ctypes.data) + d_off, sizes
+    )
+    assert np.array_equal(dst, want)
+
+
+def test_streaming_threshold_is_the_cache_size_or_what_was_set() -> None:
+    lib = load_library()
+    default = lib.xt_host_stream_min(-1)
+    assert default >= 1 << 20  # a last-level cache, or the 32 MiB fallback
+    assert lib.xt_host_stream_min(12345) == default
+    assert lib.xt_host_stream_min(default) == 12345
