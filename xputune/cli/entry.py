@@ -1,5 +1,8 @@
 """Console-script entry point: run the typer app; every error a user can make is one line.
 
+Start-up is kept short: probe has its own fast path, any other command gets an app holding only
+its own module (cli/app.py build), and plain option values skip pydantic (cli/coerce.py).
+
 xputune's own errors (XputuneError) and click's usage errors (a bad option value, a missing
 argument, an unknown option or command) read the same: `xputune: error: ...` on stderr, exit
 code 2 for usage errors. --help, and a command group called without a command, stay rich.
@@ -42,8 +45,11 @@ def usage_line(exc) -> str:
 def _run_app(args: list[str]) -> int:
     import typer
 
-    from xputune.cli.app import app
+    from xputune.cli.app import build
+    from xputune.cli.coerce import install
 
+    install()
+    app = build(args[0] if args else None)
     try:
         code = app(args=args, prog_name="xputune", standalone_mode=False)
     except typer.TyperException as exc:  # click's ClickException (typer vendors click)
