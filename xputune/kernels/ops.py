@@ -5,8 +5,9 @@ unless MLA), item_size bytes per token per layer. Buffers are numpy arrays (host
 tensors (host, CUDA, or Kunlunxin's CUDA-posing device); the SGLang plugin can drop these in for
 sgl_kernel.kvcacheio where that package is CUDA-only.
 
-Each call validates, plans segments (planner.py), and hands the table to a backend: host memcpy
-when both sides are host memory, else the machine's device backend. Keyword-only extras that
+Each call validates, plans segments (planner.py), and hands the table to a backend: the
+machine's device backend, or, when both sides are host memory, the host backend, which cuts the
+same segments itself in C (host_copy.c) and copies them as it finds them. Keyword-only extras that
 SGLang does not have:
   backend  "host" | "cuda" | "xpu" or a backend object (default: chosen from the buffers)
   mode     "direct" (segment table; default) or "kernel" (CUDA item kernel, pinned host memory)

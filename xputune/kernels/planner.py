@@ -6,6 +6,8 @@ that decides it for every backend: it cuts maximal runs where both index sequenc
 splits them where a layout is not contiguous, and merges neighbouring segments where both sides
 happen to be contiguous (across layers, when the layout puts them next to each other).
 page_first_direct never merges across pages, as SGLang's direct backend copies page by page.
+The host backend applies the same rules in C (kernels/host_copy.c, from geometry() below) so
+that it needs no numpy temporaries per call; a property test holds the two to the same count.
 
 Everything is vectorized with numpy; there is no Python loop per token or per segment.
 """
