@@ -128,3 +128,35 @@ def test_plain_values_convert_exactly_as_typer_converts_them(word: str, words: l
     for param, ctx, plain, real in PARAMS:
         value = tuple(words) if param.multiple or param.nargs == -1 else word
         assert _outcome(plain, value, param, ctx) == _outcome(real, value, param, ctx), param.name
+
+
+def test_profiles_parse_the_same_through_libyaml() -> None:
+    import os
+
+    import yaml
+
+    from xputune.tune import profiles
+
+    folder = profiles.builtin_dir()
+    for name in profiles.profile_names():
+        with open(os.path.join(folder, f"{name}.yaml"), encoding="utf-8") as fh:
+            text = fh.read()
+        assert profiles._read(os.path.join(folder, f"{name}.yaml")) == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("text", ["knobs: [1, 2\n", "knobs:\n  a: 1\n b: 2\n", "a: b: c\n"])
+def test_a_broken_profile_is_worded_by_the_pure_python_parser(tmp_path, text: str) -> None:
+    import yaml
+
+    from xputune.tune import profiles
+    from xputune.tune.errors import ProfileError
+
+    path = tmp_path / "broken.yaml"
+    path.write_text(text)
+    with pytest.raises(yaml.YAMLError) as pure:
+        yaml.safe_load(text)
+    with pytest.raises(ProfileError) as got:
+        profiles.load(str(path))
+    assert str(got.value) == (
+        f"{path}: line {pure.value.problem_mark.line + 1} not valid YAML ({pure.value.problem})"
+    )

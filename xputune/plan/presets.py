@@ -19,10 +19,11 @@ from xputune.errors import XputuneError
 def presets() -> dict[str, dict[str, Any]]:
     """Preset name -> {"aliases": [...], "config": {...}}."""
     import json
-    from importlib.resources import files
+    import os
 
-    text = files("xputune").joinpath("data/models.json").read_text(encoding="utf-8")
-    return json.loads(text)["models"]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # as host/open.py does
+    with open(os.path.join(here, "data", "models.json"), encoding="utf-8") as fh:
+        return json.load(fh)["models"]
 
 
 def preset_config(name: str) -> tuple[str, dict[str, Any]]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from xputune.topology.verdicts import BASELINE
@@ -59,7 +58,9 @@ class Profile:
 
 
 def builtin_dir() -> str:
-    return str(resources.files("xputune") / "profiles")
+    # Next to this package's code, as host/open.py finds the examples (importlib.resources
+    # would cost every check and launch a few ms of imports).
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profiles")
 
 
 def search_dirs() -> list[str]:
@@ -105,7 +106,11 @@ def _read(path: str) -> dict[str, Any]:
     shown = _display(path)
     try:
         with open(path, encoding="utf-8") as fh:
-            raw = yaml.safe_load(fh)
+            text = fh.read()
+        try:  # libyaml when PyYAML has it: check and launch read every profile on each run
+            raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError:
+            raw = yaml.safe_load(text)  # the pure-Python parser words the error as it always did
     except OSError as exc:
         raise ProfileError(f"{shown}: cannot read ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
