@@ -40,9 +40,17 @@ def test_the_command_table_names_every_registration_and_nothing_else() -> None:
 def test_the_full_app_and_a_single_command_app_agree() -> None:
     full = typer.main.get_command(cli_app.build())
     assert set(full.commands) == set(cli_app.COMMANDS)
-    alone = typer.main.get_command(cli_app.build("plan"))
-    assert list(alone.commands) == ["plan"]
-    assert alone.commands["plan"].params[0].opts == full.commands["plan"].params[0].opts
+    for name in ("plan", "check", "launch"):  # alone, also when its module has more commands
+        alone = typer.main.get_command(cli_app.build(name))
+        assert list(alone.commands) == [name]
+        assert _shape(alone.commands[name]) == _shape(full.commands[name])
+
+
+def _shape(cmd: Any) -> tuple[Any, ...]:
+    """What a command shows and accepts: help, options and sub-commands."""
+    params = [(p.name, p.opts, p.secondary_opts, getattr(p, "help", None)) for p in cmd.params]
+    subs = {name: _shape(sub) for name, sub in getattr(cmd, "commands", {}).items()}
+    return cmd.help, params, subs
 
 
 @pytest.mark.parametrize(

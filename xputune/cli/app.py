@@ -2,10 +2,11 @@
 
 Importing every command module and turning all of them into click commands costs tens of
 milliseconds that `xputune plan` does not need (DESIGN: plan, check and launch start within 2x
-of the probe). So `build(name)` registers only the module that owns command `name`; help, shell
-completion, a typo or no command at all get every module, in the same order as always, so the
-top-level help and the man pages list everything. `app` is the full application, built on first
-use. tests/cli/test_startup.py keeps COMMANDS equal to what the modules register.
+of the probe). So `build(name)` registers only the module that owns command `name`, and keeps
+only that command of it; help, shell completion, a typo or no command at all get every module,
+in the same order as always, so the top-level help and the man pages list everything. `app` is
+the full application, built on first use. tests/cli/test_startup.py keeps COMMANDS equal to
+what the modules register.
 """
 
 from __future__ import annotations
@@ -103,7 +104,15 @@ def build(command: str | None = None) -> typer.Typer:
     owner = COMMANDS.get(command or "")
     for name in (owner,) if owner else MODULES:
         _module(name).register(new)
+    if owner:  # the module's other commands would be turned into click commands for nothing
+        new.registered_commands = [c for c in new.registered_commands if _name(c) == command]
+        new.registered_groups = [g for g in new.registered_groups if g.name == command]
     return new
+
+
+def _name(info: typer.models.CommandInfo) -> str:
+    """A registered command's name, as typer derives it when none was given."""
+    return info.name or typer.main.get_command_name(info.callback.__name__)
 
 
 def __getattr__(name: str) -> typer.Typer:
