@@ -285,13 +285,14 @@ def bench_copy_cmd(
 
     Each case runs the operator SGLang would call (layer_first: transfer_kv_per_layer_mla /
     transfer_kv_all_layer_mla; page_first_direct: the direct_pf_lf / direct_lf_pf pair;
-    page_first: the segment table, as upstream has no direct operator for it), alternating with
+    page_first: its planned segments, as upstream has no direct operator for it), alternating with
     one memcpy (or device copy) of the same total bytes. GB/s figures are the best of
     --repeats; the ratio is the median of back-to-back pairs, robust to a busy machine.
 
-    Example (the target: layer_first, one layer of 32K MLA tokens, >= 90% of memcpy):
+    Example (the targets, one thread: layer_first, one layer of 32K MLA tokens, >= 0.97 of
+    memcpy; page_first >= 0.7):
 
-        xputune bench copy --tokens 32768 --layers 1 --item-size 1152
+        xputune bench copy --tokens 32768 --layers 1 --item-size 1152 --threads 1
     """
     from xputune.kernels import bench
     from xputune.kernels.planner import HOST_LAYOUTS
@@ -336,7 +337,7 @@ def bench_copy_cmd(
         f"page {page_size}, host slots {pattern.value} (best of {repeats})",
         caption="GB/s: best run; ratio: median of back-to-back pairs (baseline time / case "
         "time). operator: transfer_kv_<name>; page_first has no direct operator upstream, so "
-        "its segment table is copied as planned",
+        "its planned segments are copied",
     )
     table.add_column("layout", no_wrap=True)
     table.add_column("dir", no_wrap=True)
