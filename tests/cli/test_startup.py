@@ -62,6 +62,9 @@ def _shape(cmd: Any) -> tuple[Any, ...]:
     ],
 )
 def test_a_command_imports_neither_other_commands_nor_pydantic(argv: list[str], own: str) -> None:
+    from xputune.tune import profiles
+
+    profiles.load_all()  # parsed profiles are kept (in the tests' cache): no YAML parser
     code = (
         "import json, sys\n"
         "from xputune.cli.entry import main\n"
@@ -76,7 +79,7 @@ def test_a_command_imports_neither_other_commands_nor_pydantic(argv: list[str], 
     assert rc in (0, 1), done.stderr  # check exits 1 on drift
     commands = {m.rsplit(".", 1)[1] for m in modules if m.startswith("xputune.cli.")}
     assert commands & set(cli_app.MODULES) == {own}
-    assert not [m for m in modules if m.split(".")[0] == "pydantic"]
+    assert not [m for m in modules if m.split(".")[0] in ("pydantic", "yaml")]
 
 
 def _params() -> list[tuple[Any, Any, Any, Any]]:
@@ -138,12 +141,14 @@ def test_plain_values_convert_exactly_as_typer_converts_them(word: str, words: l
         assert _outcome(plain, value, param, ctx) == _outcome(real, value, param, ctx), param.name
 
 
-def test_profiles_parse_the_same_through_libyaml() -> None:
+def test_profiles_parse_the_same_through_libyaml(monkeypatch) -> None:
     import os
 
     import yaml
 
     from xputune.tune import profiles
+
+    monkeypatch.setenv("XPUTUNE_CACHE", "off")  # parse each one now
 
     folder = profiles.builtin_dir()
     for name in profiles.profile_names():
@@ -168,3 +173,34 @@ def test_a_broken_profile_is_worded_by_the_pure_python_parser(tmp_path, text: st
     assert str(got.value) == (
         f"{path}: line {pure.value.problem_mark.line + 1} not valid YAML ({pure.value.problem})"
     )
+
+
+def test_a_parsed_profile_is_kept_until_its_file_changes(tmp_path, monkeypatch) -> None:
+    from xputune.tune import profiles
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = tmp_path / "site.yaml"
+    path.write_text("description: first\nknobs: {thp.enabled: madvise}\n")
+    first = profiles._read(str(path))
+    with monkeypatch.context() as blocked:
+        blocked.setitem(sys.modules, "yaml", None)  # importing yaml now fails: no parsing
+        assert profiles._read(str(path)) == first
+    path.write_text("description: second\n")
+    assert profiles._read(str(path)) == {"description": "second"}
+
+
+@pytest.mark.parametrize("setting", ["off", "unwritable"])
+def test_profiles_read_without_a_cache(tmp_path, monkeypatch, setting: str) -> None:
+    from xputune.tune import profiles
+
+    cache = tmp_path / "cache"
+    if setting == "off":
+        monkeypatch.setenv("XPUTUNE_CACHE", "off")
+    else:
+        cache.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    path = tmp_path / "site.yaml"
+    path.write_text("description: kept nowhere\n")
+    for _ in range(2):
+        assert profiles._read(str(path)) == {"description": "kept nowhere"}
+    assert cache.is_file() if setting == "unwritable" else not cache.exists()

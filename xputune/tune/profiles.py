@@ -28,6 +28,7 @@ SITE_DIR = "/etc/xputune/profiles"
 TOP_KEYS = {"schema_version", "description", "include", "match", "knobs", "platform_registers"}
 KNOB_KEYS = {"value", "accept", "severity", "why"}
 MATCH_KEYS = {"cpu_vendor", "card_vendor", "card_model", "card_ids", "min_cards"}
+_CACHE_MAX = 1 << 20  # a cached profile larger than this is ignored
 
 
 @dataclass(frozen=True)
@@ -101,23 +102,13 @@ def _display(path: str) -> str:
 
 
 def _read(path: str) -> dict[str, Any]:
-    import yaml
-
     shown = _display(path)
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
-        try:  # libyaml when PyYAML has it: check and launch read every profile on each run
-            raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except yaml.YAMLError:
-            raw = yaml.safe_load(text)  # the pure-Python parser words the error as it always did
     except OSError as exc:
         raise ProfileError(f"{shown}: cannot read ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", exc)
-        raise ProfileError(f"{shown}:{where} not valid YAML ({problem})") from exc
+    raw = _parse(path, text, shown)
     if not isinstance(raw, dict):
         raise ProfileError(f"{shown}: expected a mapping at the top level")
     unknown = sorted(set(raw) - TOP_KEYS)
@@ -129,6 +120,78 @@ def _read(path: str) -> dict[str, Any]:
             f"{SCHEMA_VERSION})"
         )
     return raw
+
+
+def _parse(path: str, text: str, shown: str) -> Any:
+    """A profile's YAML, kept per user from an earlier run while the file holds the same text.
+
+    check and launch read every profile on each run, and importing a YAML parser costs them
+    more than the parsing (DESIGN: start-up within 2x of the probe). The cache entry holds the
+    text it was parsed from; an edited file is parsed again. XPUTUNE_CACHE=off, an unwritable
+    cache or an odd entry only mean parsing: with libyaml when PyYAML has it, and an error is
+    worded by the pure-Python parser, as it always was.
+    """
+    entry = _cache_entry(path)
+    kept = _cache_load(entry) if entry else None
+    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == text:
+        return kept[1]
+    import yaml
+
+    try:
+        raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark else ""
+            problem = getattr(exc, "problem", exc)
+            raise ProfileError(f"{shown}:{where} not valid YAML ({problem})") from exc
+    if entry:
+        _cache_store(entry, (text, raw))
+    return raw
+
+
+def _cache_entry(path: str) -> str | None:
+    """Where the parsed form of the profile at `path` is kept, or None when caching is off."""
+    import marshal
+    import sys
+    import zlib
+
+    if os.environ.get("XPUTUNE_CACHE", "").lower() in ("off", "0", "no"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    real = os.path.realpath(path)
+    name = f"{os.path.basename(real)}-{zlib.crc32(real.encode()):08x}"
+    tag = f"{sys.implementation.cache_tag}-m{marshal.version}"
+    return os.path.join(base, "xputune", "profiles", f"{name}-{tag}")
+
+
+def _cache_load(entry: str) -> object:
+    import marshal
+
+    try:
+        with open(entry, "rb") as fh:
+            packed = fh.read(_CACHE_MAX + 1)
+        return marshal.loads(packed) if len(packed) <= _CACHE_MAX else None
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+
+
+def _cache_store(entry: str, kept: object) -> None:
+    import contextlib
+    import marshal
+
+    tmp = f"{entry}.tmp-{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(entry), mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(marshal.dumps(kept))  # ValueError: YAML gave a type marshal cannot keep
+        os.replace(tmp, entry)
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _str_list(raw: Any, where: str) -> tuple[str, ...]:
