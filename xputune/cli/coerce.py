@@ -1,8 +1,8 @@
 """Option values without pydantic: the plain cases converted here, everything else by typer.
 
-typer (0.29 and later) checks every option value with a pydantic TypeAdapter. Importing
-pydantic and building those adapters costs about 85 ms per run, more than the whole fast-path
-probe, and DESIGN wants plan, check and launch within 2x of the probe. Nearly every value
+typer (0.29) checks every option value with a pydantic TypeAdapter. Importing pydantic and
+building those adapters costs about 85 ms per run, more than the whole fast-path probe, and
+DESIGN wants plan, check and launch within 2x of the probe. Nearly every value
 xputune reads is a plain string, a whole number, a decimal, a flag, an enum member or a path,
 so those are converted here the way typer's adapters convert them; a value that is anything
 else, or that does not convert cleanly (a typo, out of range, another spelling), goes to
