@@ -59,6 +59,44 @@ ForceOpt = Annotated[
     ),
 ]
 
+IdoOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--ido/--no-ido",
+        help="PCIe ID-based ordering on (or off) on every card and every "
+        "port on its path, whatever the profile says.",
+    ),
+]
+ThpOpt = Annotated[
+    str | None,
+    typer.Option("--thp", help="thp.enabled: always, madvise or never.", metavar="MODE"),
+]
+ShmHugeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shm-huge",
+        help="huge= of /dev/shm: never, always, within_size or advise.",
+        metavar="MODE",
+    ),
+]
+NumaBalancingOpt = Annotated[
+    str | None,
+    typer.Option("--numa-balancing", help="Automatic NUMA balancing: on or off.", metavar="on|off"),
+]
+
+
+def knob_overrides(
+    ido: bool | None, thp: str | None, shm_huge: str | None, numa_balancing: str | None
+) -> dict[str, Any]:
+    """The knob flags as engine.select takes them (apply and watch share them)."""
+    return {
+        "pcie.ido": ido,
+        "thp.enabled": thp,
+        "shm.huge": shm_huge,
+        "numa.balancing": numa_balancing,
+    }
+
+
 VERDICT_STYLE = {"ok": "green", "drift": "red", "unsupported": "yellow", "unknown": "yellow"}
 
 
@@ -196,32 +234,10 @@ def _diff_lines(changes: list[Change], header: str) -> list[tuple[str, str]]:
 
 def apply_cmd(
     profile: ProfileOpt = None,
-    ido: Annotated[
-        bool | None,
-        typer.Option(
-            "--ido/--no-ido",
-            help="PCIe ID-based ordering on (or off) on every card and every "
-            "port on its path, whatever the profile says.",
-        ),
-    ] = None,
-    thp: Annotated[
-        str | None,
-        typer.Option("--thp", help="thp.enabled: always, madvise or never.", metavar="MODE"),
-    ] = None,
-    shm_huge: Annotated[
-        str | None,
-        typer.Option(
-            "--shm-huge",
-            help="huge= of /dev/shm: never, always, within_size or advise.",
-            metavar="MODE",
-        ),
-    ] = None,
-    numa_balancing: Annotated[
-        str | None,
-        typer.Option(
-            "--numa-balancing", help="Automatic NUMA balancing: on or off.", metavar="on|off"
-        ),
-    ] = None,
+    ido: IdoOpt = None,
+    thp: ThpOpt = None,
+    shm_huge: ShmHugeOpt = None,
+    numa_balancing: NumaBalancingOpt = None,
     only: OnlyOpt = None,
     skip: SkipOpt = None,
     force: ForceOpt = False,
@@ -235,6 +251,15 @@ def apply_cmd(
             "--persist",
             help="Also install a systemd unit that re-applies this at every boot "
             "(these settings are lost at reboot).",
+        ),
+    ] = False,
+    watch_unit: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="With --persist: also install xputune-watch.service, which runs `xputune "
+            "watch` with these settings and re-applies them when a card reset, hot-plug or "
+            "driver rebind loses them (removed by rollback too).",
         ),
     ] = False,
     root: RootOpt = None,
@@ -257,23 +282,28 @@ def apply_cmd(
     before changing anything (use --skip pcie.ido). Under --root DIR the fixture's files are
     written (the euid check is skipped; lockdown is read from the fixture).
 
+    With --persist --watch a second unit, xputune-watch.service, keeps the settings between
+    boots (see `xputune watch`); on the live host it is (re)started at once.
+
     Examples:
       xputune apply --dry-run
       xputune apply --profile hygon-p800 --persist
+      xputune apply --profile hygon-p800 --persist --watch
       xputune apply --ido --only pcie.ido --root ./h3c-box
     """
     from xputune.tune import engine
 
-    overrides = {
-        "pcie.ido": ido,
-        "thp.enabled": thp,
-        "shm.huge": shm_huge,
-        "numa.balancing": numa_balancing,
-    }
+    overrides = knob_overrides(ido, thp, shm_huge, numa_balancing)
     view, _, selection, ctx = _setup(root, example, profile, overrides, only, skip, force)
     command = ["apply", *selection.persist_args()]
     result = engine.apply(
-        ctx, selection, command, dry_run=dry_run, wait=wait, persist_unit=persist_unit
+        ctx,
+        selection,
+        command,
+        dry_run=dry_run,
+        wait=wait,
+        persist_unit=persist_unit,
+        watch_unit=watch_unit,
     )
     if fmt is not Format.table:
         emit_data(engine.apply_document(view, selection, result), fmt)
@@ -316,7 +346,9 @@ def rollback_cmd(
     Works after a finished apply (undo it) and after an apply that crashed or was killed
     (even with kill -9) halfway: the journal holds each original before its change was made.
     Each restore is read back; the journal is then moved to history/. If a value cannot be
-    restored the journal stays, and rollback can be run again.
+    restored the journal stays, and rollback can be run again. Units that `apply --persist`
+    installed are removed (on the live host the watch service is stopped), and a running
+    `xputune watch` pauses: it reports drift but re-applies nothing until the next apply.
 
     Example: xputune rollback
     """
@@ -332,6 +364,8 @@ def rollback_cmd(
     if not result.transactions:
         out.print("nothing to roll back: no journaled changes on this host")
         return
+    for warning in result.warnings:
+        out.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
     for r in result.restored:
         shown = r.step.original_text or repr(r.step.original)
         out.print(f"restored {r.step.knob} {r.step.label}: {shown}", markup=False, soft_wrap=True)

@@ -10,6 +10,7 @@ transaction. A dry run stops after the first plan and writes nothing, not even t
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,13 @@ from xputune.host import HostView
 from xputune.topology.model import Topology
 from xputune.tune import persist, preflight, profiles, recommend
 from xputune.tune.errors import JournalError
-from xputune.tune.journal import Journal, Transaction
+from xputune.tune.journal import (
+    Journal,
+    Transaction,
+    clear_rolled_back,
+    mark_rolled_back,
+    rolled_back_at,
+)
 from xputune.tune.knobs import KNOBS, Row, TuneContext, Want
 from xputune.tune.lock import StateLock
 from xputune.tune.state import state_dir
@@ -151,18 +158,26 @@ def check(ctx: TuneContext, selection: Selection) -> list[Row]:
     # The boot unit is judged only by a check of the whole profile: a narrowed check (--only,
     # --skip) asks about fewer knobs than a unit applies.
     if all(knob in selection.wants for knob in selection.profile.knobs):
-        boot = persist.check_row(ctx.view, selection.persist_args())
-        if boot is not None:
-            rows.append(boot)
+        rows.extend(persist.check_rows(ctx.view, selection.persist_args()))
     return rows
 
 
-def plan(ctx: TuneContext, selection: Selection, persist_unit: bool = False) -> list[Change]:
+def plan(
+    ctx: TuneContext,
+    selection: Selection,
+    persist_unit: bool = False,
+    watch_unit: bool = False,
+    keep: Callable[[Change], bool] | None = None,
+) -> list[Change]:
+    """The changes an apply makes; `keep` narrows the knobs' changes to some places (the
+    watch agent leaves out the ones it backs off from)."""
     changes: list[Change] = []
     for knob, want in selection.wants.items():
         changes.extend(KNOBS[knob].plan(ctx, want))
+    if keep is not None:
+        changes = [c for c in changes if keep(c)]
     if persist_unit:
-        changes.extend(persist.plan(ctx.view, selection.persist_args()))
+        changes.extend(persist.plan(ctx.view, selection.persist_args(), watch=watch_unit))
     return changes
 
 
@@ -190,6 +205,8 @@ class ApplyResult:
     transaction: Transaction | None = None
     journal: str | None = None
     warnings: list[str] = field(default_factory=list)
+    #: Why a re-apply changed nothing on purpose (the host was rolled back meanwhile).
+    skipped: str | None = None
 
 
 def apply(
@@ -199,10 +216,23 @@ def apply(
     dry_run: bool = False,
     wait: bool = False,
     persist_unit: bool = False,
+    watch_unit: bool = False,
+    keep: Callable[[Change], bool] | None = None,
+    reapply: bool = False,
 ) -> ApplyResult:
+    """Plan, check, lock and run one transaction (see the module's docstring for the order).
+
+    `reapply` is the watch agent's apply: under the lock it changes nothing when the host has
+    been rolled back and not applied since (so a watch never undoes a rollback), and it leaves
+    that mark alone; every other apply clears it.
+    """
     view = ctx.view
+    if watch_unit and not persist_unit:
+        raise XputuneError(
+            "--watch installs the watch service next to the boot unit: give --persist too"
+        )
     if dry_run:
-        changes = plan(ctx, selection, persist_unit)
+        changes = plan(ctx, selection, persist_unit, watch_unit, keep)
         warnings = []
         try:
             run_preflight(ctx, changes)
@@ -211,8 +241,8 @@ def apply(
         return ApplyResult(changes, True, warnings=warnings)
 
     preflight.require_writable(view)
-    preflight.require_root(view, "xputune apply")
-    changes = plan(ctx, selection, persist_unit)
+    preflight.require_root(view, "xputune watch" if reapply else "xputune apply")
+    changes = plan(ctx, selection, persist_unit, watch_unit, keep)
     run_preflight(ctx, changes)
     folder = state_dir(view)
     with StateLock(folder, wait=wait):
@@ -225,17 +255,29 @@ def apply(
                 + (f": xputune rollback{_same_root(view)}" if _same_root(view) else "")
                 + " (nothing was changed)"
             )
-        changes = plan(ctx, selection, persist_unit)  # the host may have moved while we waited
+        if reapply and (when := rolled_back_at(folder)) is not None:
+            return ApplyResult([], False, skipped=f"rolled back at {_stamp(when)}")
+        # the host may have moved while we waited
+        changes = plan(ctx, selection, persist_unit, watch_unit, keep)
         run_preflight(ctx, changes)
         if not changes:
+            if not reapply:
+                clear_rolled_back(folder)
             return ApplyResult([], False)
         txn = run(ctx, changes, journal, selection.profile.name, command)
+        if not reapply:
+            clear_rolled_back(folder)
     result = ApplyResult(changes, False, txn, journal.path)
     if persist_unit and any(c.knob == "persist" for c in changes):
-        warning = persist.reload_systemd(view)
-        if warning:
-            result.warnings.append(warning)
+        restart = (persist.WATCH_UNIT_NAME,) if watch_unit else ()
+        result.warnings += persist.reload_systemd(view, restart)
     return result
+
+
+def _stamp(when: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
 
 
 @dataclass
@@ -243,6 +285,7 @@ class RollbackResult:
     restored: list[Restored]
     journal: str | None
     transactions: int
+    warnings: list[str] = field(default_factory=list)
 
 
 def rollback_host(view: HostView, wait: bool = False) -> RollbackResult:
@@ -259,7 +302,11 @@ def rollback_host(view: HostView, wait: bool = False) -> RollbackResult:
         if any(s.kind == "pci-bits" for t in active for s in t.steps):
             preflight.require_pci_writes(view)
         restored = rollback(view, journal)
-    return RollbackResult(restored, journal.path, len(active))
+        mark_rolled_back(folder)  # a running watch agent must not re-apply what was undone
+    removed = {r.step.target.get("path") for r in restored
+               if r.step.knob == "persist" and r.step.original is None}  # fmt: skip
+    warnings = persist.stop_removed(view, {p for p in removed if isinstance(p, str)})
+    return RollbackResult(restored, journal.path, len(active), warnings)
 
 
 # -- the --format json documents of check, apply and rollback (schemas "check", "apply",

@@ -42,6 +42,8 @@ JOURNAL = "journal.json"
 #: Largest journal read (a transaction is a few KiB; raw originals are small sysfs files).
 MAX_JOURNAL = DEFAULT_READ_CAP
 HISTORY = "history"
+#: Present while the host is rolled back and not applied since (see mark_rolled_back).
+ROLLED_BACK_MARK = "rolled-back"
 
 IN_PROGRESS = "in-progress"
 APPLIED = "applied"
@@ -243,6 +245,61 @@ class Journal:
             os.close(dir_fd)
         self.transactions = []
         return os.path.join(self.folder, HISTORY, name)
+
+
+def mark_rolled_back(folder: str, when: float | None = None) -> None:
+    """Note, under the state lock, that a rollback returned the host to its originals.
+
+    A watch agent (`xputune watch`) would otherwise see the restored originals as drift and
+    re-apply them, undoing the rollback; while the mark is there it reports drift and changes
+    nothing. The next apply clears it (clear_rolled_back), and the watch resumes.
+    """
+    stamp = time.time() if when is None else when
+    dir_fd = open_state_fd(folder)
+    try:
+        clean_tmp_at(dir_fd, (ROLLED_BACK_MARK,))
+        write_replace_at(dir_fd, ROLLED_BACK_MARK, f"{stamp:.3f}\n".encode(), 0o600)
+    finally:
+        os.close(dir_fd)
+
+
+def rolled_back_at(folder: str) -> float | None:
+    """When the host was rolled back, if it has not been applied since; None otherwise.
+
+    A mark whose content is not a time still counts (as 0.0): it was put there by a rollback,
+    and reading it must never turn a paused watch back on.
+    """
+    try:
+        dir_fd = open_state_fd(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except HostError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError | NotADirectoryError):
+            return None
+        raise
+    try:
+        try:
+            os.stat(ROLLED_BACK_MARK, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        try:
+            data = _read_at(dir_fd, ROLLED_BACK_MARK, os.path.join(folder, ROLLED_BACK_MARK))
+            return float((data or b"").decode("ascii", "replace").strip())
+        except (OSError, JournalError, ValueError):
+            return 0.0
+    finally:
+        os.close(dir_fd)
+
+
+def clear_rolled_back(folder: str) -> None:
+    """Drop the rollback mark (lock held): an apply has tuned the host again."""
+    dir_fd = open_state_fd(folder)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(ROLLED_BACK_MARK, dir_fd=dir_fd)
+            os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def checksum(transactions: Any, host_id: str) -> str:

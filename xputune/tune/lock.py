@@ -22,9 +22,10 @@ LOCK = "lock"
 class StateLock:
     """Context manager holding the state-dir lock; `wait` blocks instead of failing."""
 
-    def __init__(self, folder: str, wait: bool = False) -> None:
+    def __init__(self, folder: str, wait: bool = False, name: str = LOCK) -> None:
         self.folder = folder
-        self.path = os.path.join(folder, LOCK)
+        self.name = name  # another file for another role (the watch agent's own lock)
+        self.path = os.path.join(folder, name)
         self.wait = wait
         self._fd: int | None = None
 
@@ -45,7 +46,7 @@ class StateLock:
         dir_fd = open_state_fd(self.folder)
         try:
             fd = os.open(
-                LOCK,
+                self.name,
                 flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC,
                 0o600,
                 dir_fd=dir_fd,

@@ -6,6 +6,11 @@ it is two ordinary journaled changes: the unit file and the multi-user.target.wa
 `systemctl enable` would create, so `rollback` removes them like any other change, together with
 the directories the install had to create (their list is journaled with the change). Under
 --root both are written into the root.
+
+`apply --persist --watch` installs a second unit the same way: xputune-watch.service, a
+long-running `xputune watch` with the same flags (Restart=on-failure), which re-applies the
+settings when a card reset, hot-plug or driver rebind loses them between boots. Rollback removes
+it like the boot unit and, on the live host, stops it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from xputune.errors import HostError
@@ -27,6 +34,9 @@ from xputune.tune.steps import Accessor, Change, register
 UNIT_NAME = "xputune.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 WANTS_LINK = f"/etc/systemd/system/multi-user.target.wants/{UNIT_NAME}"
+WATCH_UNIT_NAME = "xputune-watch.service"
+WATCH_UNIT_PATH = f"/etc/systemd/system/{WATCH_UNIT_NAME}"
+WATCH_WANTS_LINK = f"/etc/systemd/system/multi-user.target.wants/{WATCH_UNIT_NAME}"
 
 
 #: Directories an install may create (and a rollback may remove), by installed path.
@@ -272,78 +282,146 @@ def unit_text(args: list[str]) -> str:
     )
 
 
-def installed_args(unit: str) -> list[str] | None:
-    """The apply flags an installed unit runs at boot (None: not a unit of ours)."""
+def watch_unit_text(args: list[str]) -> str:
+    """The watch service: `xputune watch` with the same selection, restarted when it fails.
+
+    It starts after the boot unit (so the two do not race for the state lock at boot) and after
+    udevd (its event source). A clean stop (SIGTERM from `systemctl stop`) exits 0, and a
+    watch paused by a rollback keeps running without re-applying; only a crash restarts it.
+    """
+    command = systemd_command([sys.executable, "-m", "xputune", "watch", *args])
+    return (
+        "# Installed by `xputune apply --persist --watch`; removed by `xputune rollback`.\n"
+        "[Unit]\n"
+        "Description=xputune watch: re-apply host tuning after card resets, hot-plug and "
+        "driver rebinds\n"
+        f"After={UNIT_NAME} systemd-udevd.service\n"
+        "\n"
+        "[Service]\n"
+        "Type=simple\n"
+        f"ExecStart={command}\n"
+        "Restart=on-failure\n"
+        "RestartSec=10s\n"
+        "TimeoutStopSec=30s\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit xputune installs: where it lives, its wants link, the command it runs."""
+
+    name: str
+    verb: str  # the xputune command of its ExecStart
+    text: Callable[[list[str]], str]
+    role: str  # what the unit does, for check rows and the diff ("re-apply at boot")
+    flags: str  # the apply flags that install it
+
+    @property
+    def path(self) -> str:
+        return f"/etc/systemd/system/{self.name}"
+
+    @property
+    def link(self) -> str:
+        return f"/etc/systemd/system/multi-user.target.wants/{self.name}"
+
+
+BOOT = Unit(UNIT_NAME, "apply", unit_text, "re-apply at boot", "--persist")
+WATCH = Unit(WATCH_UNIT_NAME, "watch", watch_unit_text, "watch and re-apply", "--persist --watch")
+UNITS = (BOOT, WATCH)
+
+
+def installed_args(unit: str, verb: str = "apply") -> list[str] | None:
+    """The flags an installed unit passes to `xputune VERB` (None: not a unit of ours)."""
     for line in unit.splitlines():
         if line.startswith("ExecStart="):
             try:
                 words = parse_exec(line[len("ExecStart=") :])
             except (ValueError, IndexError):
                 return None
-            if "apply" not in words:
+            if verb not in words:
                 return None
-            return [w for w in words[words.index("apply") + 1 :] if w != "--wait"]
+            return [w for w in words[words.index(verb) + 1 :] if w != "--wait"]
     return None
 
 
-def check_row(view: HostView, args: list[str]) -> Row | None:
-    """A `check` row for the boot unit when one is installed; None when there is none.
+def check_row(view: HostView, args: list[str], unit: Unit = BOOT) -> Row | None:
+    """A `check` row for one unit when it is installed; None when there is none.
 
     Persistence is optional, so an absent unit is no drift. An installed one that would apply
-    other settings at the next boot, or is not enabled, is: the reboot would undo the check.
+    other settings at the next boot (or watch for other ones), or is not enabled, is: the
+    reboot would undo the check.
     """
-    unit = view.read_optional(UNIT_PATH)
+    text = view.read_optional(unit.path)
     # Listed, not followed: systemctl's link is absolute, which the view treats as an escape.
-    wants_dir, link_name = WANTS_LINK.rsplit("/", 1)
+    wants_dir, link_name = unit.link.rsplit("/", 1)
     enabled = link_name in view.listdir(wants_dir)
-    if unit is None and not enabled:
+    if text is None and not enabled:
         return None
-    expected = f"enabled, applies {shlex.join(args)} at boot"
-    fix = f"xputune apply --persist {shlex.join(args)}"
-    if unit is None:
-        return Row("persist", UNIT_PATH, expected, "missing (link left)", DRIFT, fix, "warn")
-    found = installed_args(unit)
+    what = "applies" if unit is BOOT else "watches"
+    when = " at boot" if unit is BOOT else ""
+    expected = f"enabled, {what} {shlex.join(args)}{when}"
+    fix = f"xputune apply {unit.flags} {shlex.join(args)}"
+    if text is None:
+        return Row("persist", unit.path, expected, "missing (link left)", DRIFT, fix, "warn")
+    found = installed_args(text, unit.verb)
     if found is None:
         actual = "not written by xputune"
     elif found != args:
-        actual = f"applies {shlex.join(found)}"
+        actual = f"{what} {shlex.join(found)}"
     elif not enabled:
         actual = "installed, not enabled"
     else:
-        return Row("persist", UNIT_PATH, expected, "enabled, same settings", OK, "", "warn")
-    return Row("persist", UNIT_PATH, expected, actual, DRIFT, fix, "warn")
+        return Row("persist", unit.path, expected, "enabled, same settings", OK, "", "warn")
+    return Row("persist", unit.path, expected, actual, DRIFT, fix, "warn")
 
 
-def plan(view: HostView, args: list[str]) -> list[Change]:
-    """The changes that install (or update) the unit; [] when it is already in place."""
+def check_rows(view: HostView, args: list[str]) -> list[Row]:
+    """The rows of every installed unit (boot, then watch)."""
+    return [row for unit in UNITS if (row := check_row(view, args, unit)) is not None]
+
+
+def plan(view: HostView, args: list[str], watch: bool = False) -> list[Change]:
+    """The changes that install (or update) the boot unit, and with `watch` the watch service;
+    [] when they are already in place. Without `watch` an installed watch unit is left alone
+    (check reports it when its settings differ)."""
+    changes: list[Change] = []
+    for unit in (BOOT, WATCH) if watch else (BOOT,):
+        changes += _unit_changes(view, unit, args)
+    return changes
+
+
+def _unit_changes(view: HostView, unit: Unit, args: list[str]) -> list[Change]:
     files = FileAccessor()
     links = LinkAccessor()
     changes = []
-    want = unit_text(args)
-    current = files.read(view, {"path": UNIT_PATH})
+    want = unit.text(args)
+    current = files.read(view, {"path": unit.path})
     if current != want:
         changes.append(
             Change(
                 "persist",
                 FileAccessor.kind,
-                {"path": UNIT_PATH, "mode": 0o644, "created_dirs": _missing_dirs(view, UNIT_PATH)},
-                UNIT_PATH,
+                {"path": unit.path, "mode": 0o644, "created_dirs": _missing_dirs(view, unit.path)},
+                unit.path,
                 current,
                 want,
                 "absent" if current is None else "other",
-                "re-apply at boot",
+                unit.role,
             )
         )
-    link = links.read(view, {"path": WANTS_LINK})
-    if link != UNIT_PATH:
+    link = links.read(view, {"path": unit.link})
+    if link != unit.path:
         changes.append(
             Change(
                 "persist",
                 LinkAccessor.kind,
-                {"path": WANTS_LINK, "created_dirs": _missing_dirs(view, WANTS_LINK)},
-                WANTS_LINK,
+                {"path": unit.link, "created_dirs": _missing_dirs(view, unit.link)},
+                unit.link,
                 link,
-                UNIT_PATH,
+                unit.path,
                 "absent" if link is None else link,
                 "enabled",
             )
@@ -351,14 +429,36 @@ def plan(view: HostView, args: list[str]) -> list[Change]:
     return changes
 
 
-def reload_systemd(view: HostView) -> str | None:
-    """Live host only: let systemd see the new unit; a warning text when that fails."""
-    if not view.live:
-        return None
+def _systemctl(*args: str) -> str | None:
+    """Run systemctl; a warning text when it is missing or fails."""
     systemctl = shutil.which("systemctl")
     if systemctl is None:
-        return "systemctl not found: the unit is installed but systemd was not reloaded"
-    done = subprocess.run([systemctl, "daemon-reload"], capture_output=True, text=True, check=False)
+        return f"systemctl not found: could not run systemctl {' '.join(args)}"
+    done = subprocess.run([systemctl, *args], capture_output=True, text=True, check=False)
     if done.returncode:
-        return f"systemctl daemon-reload failed: {done.stderr.strip()}"
+        return f"systemctl {' '.join(args)} failed: {done.stderr.strip()}"
     return None
+
+
+def reload_systemd(view: HostView, restart: tuple[str, ...] = ()) -> list[str]:
+    """Live host only: let systemd see the new units, then (re)start `restart` (the watch
+    service, so a changed selection takes effect now); warnings when that fails."""
+    if not view.live:
+        return []
+    warning = _systemctl("daemon-reload")
+    if warning:
+        return [warning]
+    return [w for name in restart if (w := _systemctl("restart", name))]
+
+
+def stop_removed(view: HostView, removed_paths: set[str]) -> list[str]:
+    """Live host only, after a rollback: stop the watch service whose unit it removed (a
+    running service outlives its file) and let systemd forget the units; warnings."""
+    if not view.live or not removed_paths & {u.path for u in UNITS}:
+        return []
+    warnings = []
+    if WATCH.path in removed_paths and (w := _systemctl("stop", WATCH.name)):
+        warnings.append(w)
+    if w := _systemctl("daemon-reload"):
+        warnings.append(w)
+    return warnings

@@ -5,10 +5,10 @@ written: pcie.ido only bits 8-9 of Device Control 2 (at the offset the function'
 capability puts it) of a card or a port on a card's path, or a register its profile's
 platform_registers describe; the THP knobs only their own sysfs file with one of its words;
 numa.balancing only /proc/sys/kernel/numa_balancing with 0, 1 or 2; shm.huge only /dev/shm's
-huge=; persist only its unit (mode 0644, text) and its wants link (pointing at the unit), and
-only the /etc directories above them. Anything else (a path outside, a setuid mode, a foreign
-mask, a misaligned offset, a missing key, a wrong type) is refused with one line naming the
-transaction and step, and nothing runs.
+huge=; persist only its units (boot and watch; mode 0644, text) and their wants links (each
+pointing at its own unit), and only the /etc directories above them. Anything else (a path
+outside, a setuid mode, a foreign mask, a misaligned offset, a missing key, a wrong type) is
+refused with one line naming the transaction and step, and nothing runs.
 """
 
 from __future__ import annotations
@@ -168,13 +168,15 @@ def _kind(kind: str, expected: str, knob: str) -> None:
 
 
 def _persist(step: Step) -> None:
-    from xputune.tune.persist import UNIT_NAME, UNIT_PATH, WANTS_LINK, allowed_dirs
+    from xputune.tune.persist import UNITS, allowed_dirs
 
     target = step.target
     _keys(target, {"path"}, {"mode", "created_dirs"})
+    files = {u.path: u for u in UNITS}
+    links = {u.link: u for u in UNITS}
     if step.kind == "file":
-        if target["path"] != UNIT_PATH:
-            raise _Bad(f"persist may only write {UNIT_PATH}, not {target['path']!r}")
+        if target["path"] not in files:
+            raise _Bad(f"persist may only write {' or '.join(files)}, not {target['path']!r}")
         mode = _int(target.get("mode", 0o644), "mode")
         if mode != 0o644:
             raise _Bad(f"persist writes its unit with mode 0644, not {mode:#o}")
@@ -183,16 +185,17 @@ def _persist(step: Step) -> None:
             if value is not None and not isinstance(value, str):
                 raise _Bad(f"{what} of the unit is not text")
     elif step.kind == "symlink":
-        if target["path"] != WANTS_LINK:
-            raise _Bad(f"persist may only link {WANTS_LINK}, not {target['path']!r}")
+        if target["path"] not in links:
+            raise _Bad(f"persist may only link {' or '.join(links)}, not {target['path']!r}")
         if "mode" in target:
             raise _Bad("a link has no mode")
+        name = links[target["path"]].name
         for what in ("original", "new"):
             value = getattr(step, what)
             # The link is only ever restored as a link (never followed), and only ever to a
-            # unit of our name: systemctl enable's own link, or one the operator had.
-            if value is not None and not _unit_link(value):
-                raise _Bad(f"{what} link target {value!r} is not an {UNIT_NAME} unit")
+            # unit of its own name: systemctl enable's own link, or one the operator had.
+            if value is not None and not _unit_link(value, name):
+                raise _Bad(f"{what} link target {value!r} is not an {name} unit")
     else:
         raise _Bad(f"persist writes file and symlink steps, not {step.kind!r}")
     created = target.get("created_dirs", [])
@@ -234,13 +237,11 @@ def _platform(
     )
 
 
-def _unit_link(value: Any) -> bool:
-    from xputune.tune.persist import UNIT_NAME
-
+def _unit_link(value: Any, name: str) -> bool:
     if not isinstance(value, str) or "\0" in value or not value.startswith("/"):
         return False
     parts = value.split("/")
-    return ".." not in parts and parts[-1] == UNIT_NAME
+    return ".." not in parts and parts[-1] == name
 
 
 def _pci(ctx: _Context, txn: Transaction, step: Step) -> None:
