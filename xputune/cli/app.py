@@ -34,6 +34,7 @@ MODULES = (
     "kernels_cmds",
     "schema_cmds",
     "fleet_cmds",
+    "watch_cmds",
 )
 
 # Top-level command (or group) -> the module in MODULES that registers it.
@@ -57,6 +58,7 @@ COMMANDS = {
     "metrics": "fleet_cmds",
     "labels": "fleet_cmds",
     "fleet": "fleet_cmds",
+    "watch": "watch_cmds",
 }
 
 

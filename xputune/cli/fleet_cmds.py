@@ -53,18 +53,25 @@ def metrics(
     node, uplink group, PCIe link speed (transfers per second) and width now and at most, a
     0/1 degraded flag; ID-based ordering (0/1) of every port on each card's path; per knob the
     places that drift from the profile (the same rows as `xputune check`); _info metrics for
-    the host and each card. A value that cannot be read has no sample.
+    the host and each card. A value that cannot be read has no sample. Where `xputune watch`
+    runs, also its counters (events by kind, drift found and re-applies per knob), the last
+    re-apply's time and result, and the places backing off.
 
     Examples:
 
         xputune metrics --example h3c-hygon-p800
         xputune metrics --textfile /var/lib/node_exporter/textfile_collector
     """
+    from xputune.cli.common import host_from
+    from xputune.fleet import watchstate
     from xputune.fleet.atomic import write_atomic
     from xputune.fleet.metrics import exposition
 
     topo, host, judgement = _host(root, example, profile)
-    text = exposition(topo, host, judgement)
+    watch, warning = watchstate.read(host_from(root, example))  # where `xputune watch` runs
+    if warning:
+        typer.echo(f"xputune: warning: {warning}", err=True)
+    text = exposition(topo, host, judgement, watch)
     if textfile is None:
         typer.echo(text, nl=False)
     else:

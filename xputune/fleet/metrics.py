@@ -3,10 +3,14 @@
 For node_exporter's textfile collector: `xputune metrics --textfile DIR` writes xputune.prom.
 Conventions (prometheus.io/docs/practices/naming): every name starts with xputune_, values are
 in base units (link speed in transfers per second, memory in bytes), a boolean is a 0/1 gauge,
-an `_info` metric carries its facts as labels with the value 1, and nothing here ends in
-`_total`, since nothing here is a counter: every value is a state read now. An unknown value
+an `_info` metric carries its facts as labels with the value 1, and times are Unix seconds
+(`_timestamp_seconds`). What is read from the host is a gauge: a state read now. An unknown value
 (config space unreadable, a NUMA node the kernel does not report) has no sample rather than a
 made-up one.
+
+Where `xputune watch` runs, its state file (fleet/watchstate.py) adds what it saw and did:
+counters (`_total`: events by kind, drift found and re-applies per knob; they carry over agent
+restarts), the last re-apply's time and result, and the places backing off now.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from xputune.fleet.judge import Judgement
+from xputune.fleet.watchstate import WatchState
 from xputune.topology.model import Link, Topology
 
 GT = 1e9  # sysfs link speeds are in GT/s; Prometheus wants transfers per second
@@ -103,9 +108,11 @@ def families(topo: Topology, host: str, judgement: Judgement | None = None) -> l
                    "The uplink group of a card (the PCIe switch upstream port it shares); cards "
                    "with the same value share one link to the CPU.")  # fmt: skip
     link_fams = _link_families("card", "xputune_card_pcie")
-    ido = Family("xputune_pcie_ido_enabled",
-                 "1 when PCIe ID-based ordering is enabled on a port on a card's path "
-                 "(direction: request or completion), 0 when off; absent when unreadable.")
+    ido = Family(
+        "xputune_pcie_ido_enabled",
+        "1 when PCIe ID-based ordering is enabled on a port on a card's path "
+        "(direction: request or completion), 0 when off; absent when unreadable.",
+    )
     readable = Family("xputune_pcie_ordering_readable",
                       "1 when the ordering bits of a port on a card's path could be read "
                       "(reading config space beyond 64 bytes needs root).")  # fmt: skip
@@ -134,8 +141,9 @@ def families(topo: Topology, host: str, judgement: Judgement | None = None) -> l
         node_mem.add(node.memory_total_bytes, node=str(node.id))
     out += [node_cards, node_mem]
 
-    uplink_cards = Family("xputune_uplink_cards",
-                          "Cards behind one PCIe switch upstream port (sharing its link).")
+    uplink_cards = Family(
+        "xputune_uplink_cards", "Cards behind one PCIe switch upstream port (sharing its link)."
+    )
     uplink_fams = _link_families("uplink", "xputune_uplink_pcie")
     for i, uplink in enumerate(topo.uplinks):
         uplink_cards.add(len(uplink.cards), uplink=uplink.bdf, group=str(i))
@@ -148,15 +156,20 @@ def families(topo: Topology, host: str, judgement: Judgement | None = None) -> l
 
 
 def _drift(judgement: Judgement) -> Iterable[Family]:
-    profile = Family("xputune_profile_info",
-                     "The profile the host is checked against and how it was chosen.")
+    profile = Family(
+        "xputune_profile_info", "The profile the host is checked against and how it was chosen."
+    )
     profile.add(1, profile=judgement.profile, choice=judgement.how)
     holds = Family("xputune_profile_holds", "1 when every setting of the profile holds, else 0.")
     holds.add(int(judgement.holds), profile=judgement.profile)
-    drift = Family("xputune_knob_drift",
-                   "Places (a sysfs file, a PCIe port) where a setting differs from the profile.")
-    places = Family("xputune_knob_places",
-                    "Places a setting was checked, by verdict (ok, drift, unknown, unsupported).")
+    drift = Family(
+        "xputune_knob_drift",
+        "Places (a sysfs file, a PCIe port) where a setting differs from the profile.",
+    )
+    places = Family(
+        "xputune_knob_places",
+        "Places a setting was checked, by verdict (ok, drift, unknown, unsupported).",
+    )
     knob_holds = Family("xputune_knob_holds", "1 when a setting holds in every place, else 0.")
     for knob, verdicts in judgement.by_knob().items():
         drift.add(verdicts.get("drift", 0), knob=knob)
@@ -166,6 +179,98 @@ def _drift(judgement: Judgement) -> Iterable[Family]:
     return [profile, holds, drift, knob_holds, places]
 
 
-def exposition(topo: Topology, host: str, judgement: Judgement | None = None) -> str:
-    """The text a scrape (or the textfile collector) reads."""
-    return "".join(f.render() for f in families(topo, host, judgement))
+def watch_families(state: WatchState, now: float) -> list[Family]:
+    """The watch agent's metrics; a counter family is named with its `_total` suffix, as
+    prometheus_client writes them."""
+    start = Family("xputune_watch_start_time_seconds", "When the watch agent started.")
+    start.add(state.started)
+    last_pass = Family(
+        "xputune_watch_last_pass_timestamp_seconds",
+        "When the watch agent last re-verified the host (alert when stale).",
+    )
+    last_pass.add(state.updated)
+    passes = Family(
+        "xputune_watch_passes_total", "Passes (re-verifications) of the watch.", "counter"
+    )
+    passes.add(state.passes)
+    events = Family(
+        "xputune_watch_events_total",
+        "What woke the watch, by kind: start, poll, interval, or a udev action "
+        "(add, bind, change) on a card or a port on its path.",
+        "counter",
+    )
+    for kind, count in sorted(state.events.items()):
+        events.add(count, kind=kind)
+    errors = Family(
+        "xputune_watch_errors_total", "Passes that failed (logged; retried).", "counter"
+    )
+    errors.add(state.errors)
+    paused = Family(
+        "xputune_watch_paused",
+        "1 while a rollback pauses the watch (drift reported, not re-applied).",
+    )
+    paused.add(int(state.paused))
+    drift = Family(
+        "xputune_drift_detected_total",
+        "Times a place of a knob was found drifting from the profile.",
+        "counter",
+    )
+    reapply = Family(
+        "xputune_reapply_total",
+        "Places of a knob the watch re-applied (journaled, verified).",
+        "counter",
+    )
+    failed = Family(
+        "xputune_reapply_failures_total",
+        "Places of a knob whose re-apply failed (rolled back).",
+        "counter",
+    )
+    active = Family(
+        "xputune_backoff_active",
+        "Places of a knob the watch leaves alone now: re-applied too often within "
+        "its window, backing off.",
+    )
+    until = Family("xputune_backoff_until_timestamp_seconds", "When the backoff of a place ends.")
+    knobs = sorted({*state.knobs, *state.drift, *state.reapplies, *state.failures})
+    for knob in knobs:
+        drift.add(state.drift.get(knob, 0), knob=knob)
+        reapply.add(state.reapplies.get(knob, 0), knob=knob)
+        failed.add(state.failures.get(knob, 0), knob=knob)
+        active.add(sum(b.knob == knob and b.until > now for b in state.backoff), knob=knob)
+    for b in state.backoff:
+        if b.until > now:
+            until.add(b.until, knob=b.knob, place=b.place)
+    out = [start, last_pass, passes, events, errors, paused, drift, reapply, failed, active, until]
+    if state.last_apply is not None:
+        last = state.last_apply
+        when = Family(
+            "xputune_last_apply_timestamp_seconds",
+            "When the watch last re-applied drifted settings (or tried to).",
+        )
+        when.add(last.time)
+        ok = Family(
+            "xputune_last_apply_success",
+            "1 when the last re-apply succeeded, 0 when it failed and was rolled back.",
+        )
+        ok.add(int(last.success))
+        changed = Family("xputune_last_apply_changes", "Places the last re-apply changed.")
+        changed.add(last.changes)
+        out += [when, ok, changed]
+    return [f for f in out if f.samples]
+
+
+def exposition(
+    topo: Topology,
+    host: str,
+    judgement: Judgement | None = None,
+    watch: WatchState | None = None,
+    now: float | None = None,
+) -> str:
+    """The text a scrape (or the textfile collector) reads; with the watch's state when one
+    runs (`now` decides which backoffs are still active)."""
+    fams = families(topo, host, judgement)
+    if watch is not None:
+        import time
+
+        fams += watch_families(watch, time.time() if now is None else now)
+    return "".join(f.render() for f in fams)
