@@ -22,7 +22,9 @@ Every event is one line on stderr (journald takes it from there under systemd), 
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import sys
 import time
 from collections import deque
@@ -209,17 +211,19 @@ class Watcher:
 
     # -- state file -----------------------------------------------------------------------
     def _load_state(self) -> WatchState:
-        """The previous agent's counters (they carry over); a fresh state when there is none."""
-        import json
-
+        """The previous agent's counters (they carry over); a fresh state when there is none
+        or it is not a file we wrote (a symlink, a FIFO, another layout)."""
         fd = open_state_fd(self.folder)
         try:
             clean_tmp_at(fd, (STATE_FILE,))  # left by a killed agent (we hold the watch lock)
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             try:
-                raw = os.open(STATE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                raw = os.open(STATE_FILE, flags, dir_fd=fd)
             except OSError:
                 return WatchState()
             with os.fdopen(raw, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    return WatchState()
                 data = fh.read(1 << 20)
         finally:
             os.close(fd)
@@ -238,7 +242,7 @@ class Watcher:
             os.close(fd)
 
     # -- one pass ---------------------------------------------------------------------------
-    def _emit(self, event: str, **fields: object) -> None:
+    def emit(self, event: str, **fields: object) -> None:
         self.log(logfmt(event, self.clock(), **fields))
 
     def _check(self, view: HostView):
@@ -257,7 +261,7 @@ class Watcher:
         for event in events:
             WatchState.bump(self.state.events, event.kind)
             if event.bdf is not None:
-                self._emit("udev", action=event.kind, bdf=event.bdf, device=event.what)
+                self.emit("udev", action=event.kind, bdf=event.bdf, device=event.what)
         topology, selection, ctx, rows = self._check(self.open_view())
         self.watched = Watched.of(topology)
         self.state.knobs = list(selection.wants)
@@ -265,7 +269,7 @@ class Watcher:
         for key, row in drifting.items():
             if key not in self._drifting:
                 WatchState.bump(self.state.drift, key[0])
-                self._emit(
+                self.emit(
                     "drift", knob=key[0], place=key[1], expected=row.expected, actual=row.actual
                 )
         fixed = self._reapply(ctx, selection, drifting, now) if drifting else set()
@@ -300,14 +304,14 @@ class Watcher:
             return set()
         if self._paused:
             self._paused = False
-            self._emit("resumed", reason="applied since the rollback")
+            self.emit("resumed", reason="applied since the rollback")
         allowed: set[Key] = set()
         for key in sorted(drifting):
             decision = self.limiter.decide(key, now)
             if decision.allowed:
                 allowed.add(key)
             elif decision.started:
-                self._emit(
+                self.emit(
                     "backoff",
                     knob=key[0],
                     place=key[1],
@@ -326,21 +330,21 @@ class Watcher:
                 ctx, selection, command, reapply=True, keep=lambda c: (c.knob, c.label) in allowed
             )
         except LockBusy as exc:
-            self._emit("busy", reason=str(exc))  # an apply or rollback runs; next pass retries
+            self.emit("busy", reason=str(exc))  # an apply or rollback runs; next pass retries
             return set()
         except (XputuneError, OSError) as exc:
             for knob in sorted({k[0] for k in allowed}):
                 WatchState.bump(self.state.failures, knob, sum(k[0] == knob for k in allowed))
             self.state.last_apply = LastApply(self.clock(), False, 0, str(exc))
             where = "; ".join(f"{knob} {place}" for knob, place in sorted(allowed))
-            self._emit("reapply-failed", places=where, error=str(exc))
+            self.emit("reapply-failed", places=where, error=str(exc))
             return set()
         if result.skipped:
             self._pause(None, result.skipped)
             return set()
         for change in result.changes:
             WatchState.bump(self.state.reapplies, change.knob)
-            self._emit(
+            self.emit(
                 "reapply",
                 knob=change.knob,
                 place=change.label,
@@ -356,7 +360,7 @@ class Watcher:
         if not self._paused:
             self._paused = True
             why = reason or f"rolled back at {_stamp(rolled or 0.0)}"
-            self._emit(
+            self.emit(
                 "paused",
                 reason=f"{why}; drift is reported, not re-applied, until the next xputune apply",
             )
@@ -396,7 +400,7 @@ class Watcher:
                 self.run_pass(events)
             except (XputuneError, OSError) as exc:
                 self.state.errors += 1
-                self._emit("error", error=str(exc))
+                self.emit("error", error=str(exc))
 
 
 def run(
@@ -417,9 +421,9 @@ def run(
     view = open_view()
     preflight.require_writable(view)
     preflight.require_root(view, "xputune watch")
-    for folder in (config.textfile, config.nfd):
-        if folder is not None and not os.path.isdir(folder):
-            raise XputuneError(f"{folder}: no such directory")
+    for out in (config.textfile, config.nfd):
+        if out is not None and not os.path.isdir(out):
+            raise XputuneError(f"{out}: no such directory")
     folder = state_dir(view)
     lock = StateLock(folder, name=WATCH_LOCK)
     try:
@@ -429,13 +433,14 @@ def run(
             f"another xputune watch is running on {view.label} ({lock.holder()}); "
             "stop it first (systemctl stop xputune-watch)"
         ) from None
+    own_stopper = stopper is None
     stopper = stopper or Stopper()
     events_source: EventSource | None = None
     try:
         watcher = Watcher(open_view, folder, config, log)
         if not once:  # listening before the first pass: no event is lost while it runs
             events_source = source() if source else PollSource()
-        watcher._emit(
+        watcher.emit(
             "start",
             host=view.label,
             source=events_source.name if events_source else "once",
@@ -445,15 +450,17 @@ def run(
         )
         first = watcher.run_pass([Event("start")])
         if once:
-            watcher._emit(
+            watcher.emit(
                 "done", drift=first.drift, fixed=first.fixed, left=first.left, status=first.status
             )
             return first.status
         assert events_source is not None
         watcher.loop(events_source, stopper)
-        watcher._emit("stop", signal=stopper.signal, passes=watcher.state.passes)
+        watcher.emit("stop", signal=stopper.signal, passes=watcher.state.passes)
         return 0
     finally:
         if events_source is not None:
             events_source.close()
+        if own_stopper:
+            stopper.close()
         lock.__exit__(None, None, None)
