@@ -12,6 +12,7 @@ import pytest
 
 from tests.tune import helpers, minihost
 from tests.tune.test_unit_syntax import NASTY
+from xputune.errors import XputuneError
 from xputune.host.view import DirView
 from xputune.tune import engine, persist
 from xputune.tune.errors import JournalError
@@ -157,3 +158,13 @@ def test_systemd_analyze_verify_accepts_the_watch_unit(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Failed" not in done.stderr and "Invalid" not in done.stderr, done.stderr
     assert verify(persist.watch_unit_text(args).replace("%%h", "%Z")).returncode != 0
+
+
+def test_watch_on_a_live_host_without_pyudev_is_refused_before_anything(mini, monkeypatch):
+    from tests.tune.views import LiveLikeView
+
+    monkeypatch.setitem(sys.modules, "pyudev", None)  # find_spec: as if not installed
+    before = minihost.snapshot(mini, exclude="-")
+    with pytest.raises(XputuneError, match=r"needs pyudev on this host: pip install"):
+        helpers.apply(LiveLikeView(mini), persist_unit=True, watch_unit=True)
+    assert minihost.snapshot(mini, exclude="-") == before

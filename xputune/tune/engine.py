@@ -231,6 +231,14 @@ def apply(
         raise XputuneError(
             "--watch installs the watch service next to the boot unit: give --persist too"
         )
+    if watch_unit and view.live:
+        import importlib.util
+
+        if importlib.util.find_spec("pyudev") is None:  # else the service fails at every start
+            raise XputuneError(
+                "--watch: the watch service listens to udev and needs pyudev on this host: "
+                "pip install 'xputune[udev]' (nothing was changed)"
+            )
     if dry_run:
         changes = plan(ctx, selection, persist_unit, watch_unit, keep)
         warnings = []
