@@ -50,4 +50,3 @@ def write_atomic(folder: str, name: str, text: str, mode: int = 0o644) -> str:
         finally:
             os.close(dfd)
     return target
-

@@ -241,6 +241,6 @@ def has_findings(report: dict[str, Any]) -> bool:
 
 
 def describe_link(d: dict[str, Any]) -> str:
-    """"16 GT/s x16 of 32 GT/s x16"."""
+    """ "16 GT/s x16 of 32 GT/s x16"."""
     return (f"{_gts(d['current_speed_gts'])} GT/s x{d['current_width'] or '?'} of "
             f"{_gts(d['max_speed_gts'])} GT/s x{d['max_width'] or '?'}")  # fmt: skip

@@ -89,9 +89,7 @@ def _count(text: str, path: str) -> int:
     return parse_int(text, path, minimum=0)
 
 
-def _node_cpus(
-    reader: Reader, base: str, online: tuple[int, ...] | None
-) -> tuple[int, ...]:
+def _node_cpus(reader: Reader, base: str, online: tuple[int, ...] | None) -> tuple[int, ...]:
     """A node's online CPUs from cpulist, else from the cpumap mask of old kernels.
 
     The kernel drops a CPU from its node's mask when it goes offline; recordings of old
