@@ -119,3 +119,21 @@ def test_all_nodes_exactly_where_plan_makes_it_and_moves_a_card(
     advice = recommend_strategy(topo, tp=tp)
     assert advice.strategy in ("local", "all-nodes") and advice.reason
     assert (advice.strategy == "all-nodes") == _plan_would_spread(topo, tp), advice.reason
+
+
+def test_plan_carries_the_recommended_strategy(run_cli) -> None:
+    """plan shows the recommendation next to the strategy it was asked for."""
+    import json
+
+    _, doc, _ = run_cli("plan", "--example", "h3c-hygon-p800", "--model", "glm-5", "--tp", "8",
+                        "-f", "json")  # fmt: skip
+    data = json.loads(doc)
+    assert data["strategy"] == "local"
+    assert data["recommended_strategy"]["strategy"] == "shared"  # MLA at TP 8
+    _, doc, _ = run_cli("plan", "--example", "h3c-hygon-p800", "--model", "qwen3-32b", "--tp",
+                        "8", "-f", "json")  # fmt: skip
+    advice = json.loads(doc)["recommended_strategy"]
+    assert advice["strategy"] == "local"
+    assert "24 port(s) on shared switches lack ID-based ordering" in advice["reason"]  # as check
+    code, out, _ = run_cli("plan", "--example", "h3c-hygon-p800", "--model", "glm-5", "--tp", "8")
+    assert code == 0 and "note: shared is recommended here" in out

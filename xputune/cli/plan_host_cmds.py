@@ -82,6 +82,9 @@ def _render(data: dict[str, Any]) -> None:
         f"{m['dtype']}) at TP {m['tp']}: {m['bytes_per_token_per_rank']:,} bytes per token "
         f"per rank; strategy [bold]{data['strategy']}[/]"
     )
+    advice = data["recommended_strategy"]
+    if advice["strategy"] not in (None, data["strategy"]):
+        out.print(f"note: {advice['strategy']} is recommended here: {advice['reason']}")
     ranks = new_table(
         "Bindings",
         [

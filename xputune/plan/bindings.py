@@ -90,10 +90,14 @@ def _ido_gaps(topo: Topology, cards: list[Card]) -> list[str]:
     """Ports on the paths of cards that share an uplink whose IDO bits are off or unknown."""
     shared = {u.bdf for u in topo.uplinks if len(u.cards) > 1}
     gaps = []
+    seen: set[str] = set()  # a switch or root port is on the path of every card below it
     for card in cards:
         if card.uplink not in shared:
             continue
         for fn in topo.ports_on_path(card):
+            if fn.bdf in seen:
+                continue
+            seen.add(fn.bdf)
             o = fn.ordering
             if o.ido_request is None:
                 gaps.append(f"{card.name} {fn.bdf} unknown ({o.reason})")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from xputune.plan.bindings import Bindings, PlanError, make_bindings
 from xputune.plan.capacity import Capacity, Reserve, Tier, capacity
 from xputune.plan.geometry import KVGeometry
+from xputune.plan.strategy import StrategyAdvice, recommend_strategy
 from xputune.topology.model import Topology
 
 WRITE_POLICIES = ("write_back", "write_through", "write_through_selective")
@@ -26,6 +27,7 @@ class HostPlan:
     write_policy: str
     sglang_args: tuple[str, ...]
     env: dict[str, str]
+    advice: StrategyAdvice  # the strategy this host and model call for, whatever was chosen
 
 
 def choose_tier(cap: Capacity, tier: str | None) -> Tier:
@@ -94,7 +96,10 @@ def make_plan(
     env = {"CUDA_VISIBLE_DEVICES": visible}
     if "kunlunxin" in vendors:
         env["XPU_VISIBLE_DEVICES"] = visible
-    return HostPlan(geometry, bindings, cap, chosen, io_backend, write_policy, tuple(args), env)
+    advice = recommend_strategy(topo, geometry.tp, mla=geometry.attention == "mla")
+    return HostPlan(
+        geometry, bindings, cap, chosen, io_backend, write_policy, tuple(args), env, advice
+    )
 
 
 def plan_for_host(
@@ -154,6 +159,10 @@ def plan_document(plan: HostPlan, warnings: list[str] = ()) -> dict:
             "replicated_across_ranks": g.replicated,
         },
         "strategy": b.strategy,
+        "recommended_strategy": {
+            "strategy": plan.advice.strategy,
+            "reason": plan.advice.reason,
+        },
         "ranks": [
             {
                 "rank": r.rank,
