@@ -3,8 +3,8 @@
 Decompressing a bundled 8-card recording, parsing its 8,500 headers and building the view's
 tables takes ~45 ms, longer than the whole discovery it serves; `probe`, `plan`, `check` and
 `launch --dry-run --example` pay it on every run. The built tables (host/view.py's _Index) are
-kept, keyed by the recording's content hash and this Python's marshal format, in
-$XDG_CACHE_HOME/xputune (~/.cache/xputune), uncompressed: loading them is one marshal call.
+kept, keyed by the recording's content hash and this Python's marshal format, in the user's
+cache (host/usercache.py), uncompressed: loading them is one marshal call.
 A cache entry is only ever a copy of what the view built from what tarread accepted (so
 within its caps), and is checked again on load by the caller's `well_formed`; anything odd
 about it, or an unwritable cache directory, just means reading the recording itself.
@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from xputune.errors import RecordingError
+from xputune.host import usercache
 from xputune.host.tarread import MAX_UNPACKED, Member, iter_members, open_recording
 
 #: Bump when the shape of the cached tables, or how the view builds them, changes.
@@ -31,8 +32,7 @@ Index = TypeVar("Index")
 
 
 def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "xputune", "recordings")
+    return os.path.join(usercache.base_dir(), "recordings")
 
 
 def index(
@@ -41,14 +41,15 @@ def index(
     well_formed: Callable[[object], bool],
 ) -> Index:
     """build(the recording's members), or its cached result when it holds this recording."""
-    if os.environ.get("XPUTUNE_CACHE", "").lower() in ("off", "0", "no"):
+    if not usercache.enabled():
         return build(iter_members(path))
     entry = os.path.join(cache_dir(), _key(path))
-    found = _load(entry)
+    found = usercache.load(entry, MAX_UNPACKED)
     if found is not None and well_formed(found):
         return found  # type: ignore[return-value]
     built = build(iter_members(path))
-    _store(entry, built)
+    if usercache.store(entry, built):
+        _drop_stale(cache_dir(), os.path.basename(entry))
     return built
 
 
@@ -65,32 +66,6 @@ def _key(path: str) -> str:
         os.close(fd)
     digest = hasher.hexdigest()[:32]
     return f"{digest}-{sys.implementation.cache_tag}-m{marshal.version}-f{FORMAT}"
-
-
-def _load(entry: str) -> object | None:
-    try:
-        with open(entry, "rb") as fh:
-            packed = fh.read(MAX_UNPACKED + 1)
-        if len(packed) > MAX_UNPACKED:
-            return None
-        return marshal.loads(packed)
-    except (OSError, ValueError, EOFError, TypeError):
-        return None
-
-
-def _store(entry: str, built: object) -> None:
-    folder = os.path.dirname(entry)
-    tmp = f"{entry}.tmp-{os.getpid()}"
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(marshal.dumps(built))
-        os.replace(tmp, entry)
-        _drop_stale(folder, os.path.basename(entry))
-    except (OSError, ValueError):
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
 
 
 def _drop_stale(folder: str, kept: str) -> None:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from xputune.errors import UnsupportedError
+from xputune.host import usercache
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _loaded: dict[str, ctypes.CDLL] = {}
@@ -32,10 +33,7 @@ def source_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XPUTUNE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "xputune"
-    )
-    path = Path(base) / "kernels"
+    path = Path(usercache.base_dir()) / "kernels"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from xputune.host import usercache
 from xputune.topology.verdicts import BASELINE
 from xputune.tune.errors import ProfileError
 from xputune.tune.knobs import KNOBS, Want
@@ -132,7 +133,7 @@ def _parse(path: str, text: str, shown: str) -> Any:
     worded by the pure-Python parser, as it always was.
     """
     entry = _cache_entry(path)
-    kept = _cache_load(entry) if entry else None
+    kept = usercache.load(entry, _CACHE_MAX) if entry else None
     if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == text:
         return kept[1]
     import yaml
@@ -148,7 +149,7 @@ def _parse(path: str, text: str, shown: str) -> Any:
             problem = getattr(exc, "problem", exc)
             raise ProfileError(f"{shown}:{where} not valid YAML ({problem})") from exc
     if entry:
-        _cache_store(entry, (text, raw))
+        usercache.store(entry, (text, raw))
     return raw
 
 
@@ -158,40 +159,12 @@ def _cache_entry(path: str) -> str | None:
     import sys
     import zlib
 
-    if os.environ.get("XPUTUNE_CACHE", "").lower() in ("off", "0", "no"):
+    if not usercache.enabled():
         return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     real = os.path.realpath(path)
     name = f"{os.path.basename(real)}-{zlib.crc32(real.encode()):08x}"
     tag = f"{sys.implementation.cache_tag}-m{marshal.version}"
-    return os.path.join(base, "xputune", "profiles", f"{name}-{tag}")
-
-
-def _cache_load(entry: str) -> object:
-    import marshal
-
-    try:
-        with open(entry, "rb") as fh:
-            packed = fh.read(_CACHE_MAX + 1)
-        return marshal.loads(packed) if len(packed) <= _CACHE_MAX else None
-    except (OSError, ValueError, EOFError, TypeError):
-        return None
-
-
-def _cache_store(entry: str, kept: object) -> None:
-    import contextlib
-    import marshal
-
-    tmp = f"{entry}.tmp-{os.getpid()}"
-    try:
-        os.makedirs(os.path.dirname(entry), mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(marshal.dumps(kept))  # ValueError: YAML gave a type marshal cannot keep
-        os.replace(tmp, entry)
-    except (OSError, ValueError):
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    return os.path.join(usercache.base_dir(), "profiles", f"{name}-{tag}")
 
 
 def _str_list(raw: Any, where: str) -> tuple[str, ...]:
