@@ -1,6 +1,7 @@
 """Console-script entry point: run the typer app; every error a user can make is one line.
 
-Start-up is kept short: probe has its own fast path, any other command gets an app holding only
+Start-up is kept short: plain calls of probe, check, plan and launch sglang --dry-run take a
+typer-free fast path (cli/fastpath.py), any other command gets an app holding only
 its own module (cli/app.py build), and plain option values skip pydantic (cli/coerce.py).
 
 xputune's own errors (XputuneError) and click's usage errors (a bad option value, a missing
@@ -69,11 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run xputune; user and usage errors print one line and return a non-zero code."""
     args = argv if argv is not None else sys.argv[1:]
     try:
-        from xputune.cli.probe_run import fast_probe
+        from xputune.cli.fastpath import run
 
-        if fast_probe(args):
-            return 0
-        return _run_app(args)
+        code = run(args)
+        return _run_app(args) if code is None else code
     except XputuneError as exc:
         sys.stderr.write(f"xputune: error: {exc}\n")
         return exc.exit_code
