@@ -62,6 +62,9 @@ def _shape(cmd: Any) -> tuple[Any, ...]:
     ],
 )
 def test_a_command_imports_neither_other_commands_nor_pydantic(argv: list[str], own: str) -> None:
+    """Through typer (the fast path, which imports no command module, is off here)."""
+    import os
+
     from xputune.tune import profiles
 
     profiles.load_all()  # parsed profiles are kept (in the tests' cache): no YAML parser
@@ -72,9 +75,11 @@ def test_a_command_imports_neither_other_commands_nor_pydantic(argv: list[str], 
         "sys.stdout.flush()\n"
         "print('\\nMODULES ' + json.dumps([rc, sorted(sys.modules)]))\n"
     )
+    env = {**os.environ, "XPUTUNE_NO_FASTPATH": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+        env=env,
+    )  # fmt: skip
     rc, modules = json.loads(done.stdout.rsplit("\nMODULES ", 1)[1])
     assert rc in (0, 1), done.stderr  # check exits 1 on drift
     commands = {m.rsplit(".", 1)[1] for m in modules if m.startswith("xputune.cli.")}

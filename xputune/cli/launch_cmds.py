@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
-from xputune.cli.common import ExampleOpt, RootOpt, host_from
+from xputune.cli.common import ExampleOpt, RootOpt
 from xputune.cli.completion import complete_profiles
+from xputune.cli.launch_run import run_launch
 from xputune.cli.plan_opts import CardsOpt, ConfigOpt, DtypeOpt, ModelOpt, StrategyOpt, TierOpt
 
 launch_app = typer.Typer(
@@ -104,42 +104,12 @@ def sglang(
 
         xputune launch sglang -- --model-path /models/tiny-llama --device cpu
     """
-    from xputune.launch import policy
-    from xputune.launch.cpu import is_cpu_device
-    from xputune.launch.sglang import execute, user_value
-    from xputune.topology.discover import discover
-
-    user_args = list(ctx.args)
-    policy.refuse_recording(bool(root or example), dry_run)
-    tp = policy.reconcile_tp(tp, user_args)
-    model, config_text = policy.model_from_args(model, str(config) if config else None, user_args)
-    view = host_from(root, example)
-    topo = discover(view)
-    common = dict(
-        user_args=user_args, model=model, config=config_text, tp=tp, dtype=dtype,
-        strategy=strategy, tier=tier, write_policy=write_policy, features=features,
-        stats_dir=stats_dir,
+    run_launch(
+        user_args=list(ctx.args), model=model, config=config, tp=tp, strategy=strategy,
+        tier=tier, cards=cards, dtype=dtype, write_policy=write_policy, features=features,
+        profile=profile, force=force, dry_run=dry_run, stats_dir=stats_dir, root=root,
+        example=example,
     )  # fmt: skip
-    if is_cpu_device(user_value(user_args, "--device")):
-        launch = policy.prepare_cpu(topo, **common)
-    else:
-        import shlex
-
-        again = "".join(
-            f" {flag} {shlex.quote(v)}"
-            for flag, v in (("--root", root), ("--example", example))
-            if v
-        )
-        launch = policy.prepare(
-            view, topo, cards=cards, profile=profile, force=force, dry_run=dry_run, again=again,
-            **common,
-        )  # fmt: skip
-    for line in launch.notes:
-        sys.stderr.write(line + "\n")
-    if dry_run:
-        print(launch.spec.shell_line())
-        return
-    execute(launch.spec)
 
 
 def register(app: typer.Typer) -> None:

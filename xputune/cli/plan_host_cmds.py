@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data, host_from
+from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt
 from xputune.cli.plan_opts import (
     CardsOpt,
     ConfigOpt,
@@ -16,6 +16,7 @@ from xputune.cli.plan_opts import (
     TierOpt,
     TpOpt,
 )
+from xputune.cli.plan_run import run_plan
 
 ForceOpt = Annotated[
     bool, typer.Option("--force", help="Plan all-nodes even when IDO is off (warns instead).")
@@ -55,95 +56,10 @@ def plan(
         xputune plan --example h3c-hygon-p800 --model glm-5 --tp 8
         xputune plan --model deepseek-v3 --tp 8 --strategy shared --format json
     """
-    from xputune.plan.host_plan import plan_document, plan_for_host
-    from xputune.topology.discover import discover
-
-    topo = discover(host_from(root, example))
-    host_plan, notes = plan_for_host(
-        topo, model, str(config) if config else None, tp, dtype, strategy, cards, tier,
-        write_policy, force,
+    run_plan(
+        model=model, config=config, tp=tp, strategy=strategy, tier=tier, cards=cards,
+        dtype=dtype, write_policy=write_policy, force=force, root=root, example=example, fmt=fmt,
     )  # fmt: skip
-    data = plan_document(host_plan, notes)
-    if fmt is not Format.table:
-        emit_data(data, fmt)
-        return
-    _render(data)
-
-
-def _render(data: dict[str, Any]) -> None:
-    import shlex
-
-    from xputune.cli.output import ID, TEXT, new_table, print_fitted
-
-    out = console()
-    m = data["model"]
-    out.print(
-        f"[bold]{m['name']}[/] ({m['attention'].upper()}, {m['layers']} layers, "
-        f"{m['dtype']}) at TP {m['tp']}: {m['bytes_per_token_per_rank']:,} bytes per token "
-        f"per rank; strategy [bold]{data['strategy']}[/]"
-    )
-    advice = data["recommended_strategy"]
-    if advice["strategy"] not in (None, data["strategy"]):
-        out.print(f"note: {advice['strategy']} is recommended here: {advice['reason']}")
-    ranks = new_table(
-        "Bindings",
-        [
-            ("rank", ID),
-            ("card", ID),
-            ("bus id", ID),
-            "card node",
-            "process node",
-            "host KV nodes",
-            ("CPUs", ID),
-            ("NIC", ID),
-            ("RDMA", ID),
-        ],
-    )
-    for r in data["ranks"]:
-        ranks.add_row(
-            str(r["rank"]),
-            r["card"],
-            r["bdf"],
-            str(r["card_numa_node"]),
-            str(r["numa_node"]),
-            " ".join(map(str, r["memory_nodes"])) or "-",
-            r["cpus"],
-            r["nic"] or "-",
-            r["rdma"] or "-",
-        )
-    right = {**TEXT, "justify": "right"}
-    tiers = new_table(
-        f"L2 tiers (max {data['capacity']['per_rank_max_gb']} GB per rank)",
-        [
-            (col, right)
-            for col in (
-                "step", "--hicache-size GB", "host GB total", "tokens per rank", "distinct tokens"
-            )
-        ],
-    )  # fmt: skip
-    chosen = data["tier"]["hicache_size_gb"]
-    for t in data["capacity"]["tiers"]:
-        mark = " <" if t["hicache_size_gb"] == chosen else ""
-        tiers.add_row(
-            f"{t['step']}{mark}",
-            str(t["hicache_size_gb"]),
-            f"{t['host_gb_total']:,}",
-            f"{t['tokens_per_rank']:,}",
-            f"{t['effective_tokens']:,}",
-        )
-    print_fitted(out, ranks, tiers, keys=2)
-    for note in data["capacity"]["notes"]:
-        out.print(f"note: {note}")
-    for warning in data["warnings"]:
-        out.print(f"[yellow]warning: {warning}[/]")
-    env = " ".join(f"{k}={v}" for k, v in data["env"].items())
-    out.print(
-        "\n[bold]SGLang[/]: "
-        + env
-        + " python -m sglang.launch_server "
-        + shlex.join(data["sglang_args"]),
-        soft_wrap=True,
-    )
 
 
 def register(app: typer.Typer) -> None:

@@ -6,12 +6,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from xputune.cli.check_run import profile_line, run_check, same_host, setup
 from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data
 from xputune.cli.completion import complete_knobs, complete_profiles
 
 if TYPE_CHECKING:
-    from xputune.tune.engine import Selection
-    from xputune.tune.knobs import Row
     from xputune.tune.steps import Change
 
 ProfileOpt = Annotated[
@@ -97,78 +96,6 @@ def knob_overrides(
     }
 
 
-VERDICT_STYLE = {"ok": "green", "drift": "red", "unsupported": "yellow", "unknown": "yellow"}
-
-
-def _same_host(root: str | None, example: str | None) -> str:
-    """The --root/--example the user ran, for a suggested command to target the same host."""
-    import shlex
-
-    return (f" --root {shlex.quote(root)}" if root else "") + (
-        f" --example {shlex.quote(example)}" if example else ""
-    )
-
-
-def _setup(
-    root: str | None,
-    example: str | None,
-    profile: str | None,
-    overrides: dict[str, Any] | None = None,
-    only: list[str] | None = None,
-    skip: list[str] | None = None,
-    force: bool = False,
-):
-    from xputune.cli.common import host_from
-    from xputune.tune import engine
-
-    view = host_from(root, example)
-    topology = engine.discover(view)
-    selection = engine.select(topology, profile, overrides, only, skip)
-    engine.require_force(selection, force)
-    return view, topology, selection, engine.context(view, topology, selection)
-
-
-def _profile_line(selection: Selection) -> str:
-    profile = selection.profile
-    how = {
-        "given": "given",
-        "recommended": "recommended for this host",
-        "fallback": "no profile matched; fallback",
-    }[selection.how]
-    chain = " <- ".join(reversed(profile.chain))
-    return f"profile {profile.name} ({how}; {chain})"
-
-
-def _rows_table(rows: list[Row]):
-    from rich.table import Table
-
-    table = Table(show_lines=False, header_style="bold")
-    for column in ("Knob", "Where", "Expected", "Actual", "Verdict", "Severity"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        style = VERDICT_STYLE.get(row.verdict, "")
-        table.add_row(
-            row.knob,
-            row.target,
-            row.expected,
-            row.actual,
-            f"[{style}]{row.verdict}[/{style}]",
-            row.severity,
-        )
-    return table
-
-
-def _print_fixes(out, rows: list[Row]) -> None:
-    """Fixes below the table, one unwrapped line each, so they can be copied and run."""
-    fixes = [r for r in rows if not r.holds and (r.fix or r.note)]
-    if not fixes:
-        return
-    out.print("how to fix:", style="bold")
-    for r in fixes:
-        note = f"  ({r.note})" if r.note else ""
-        out.print(f"  {r.target}: {r.fix}{note}", markup=False, highlight=False, soft_wrap=True)
-
-
 def check_cmd(
     profile: ProfileOpt = None,
     only: OnlyOpt = None,
@@ -188,35 +115,8 @@ def check_cmd(
 
     Example: xputune check --profile hygon-p800
     """
-    from xputune.tune import engine
-
-    view, _, selection, ctx = _setup(root, example, profile, None, only, skip)
-    rows = engine.check(ctx, selection)
-    ok = all(r.holds for r in rows)
-    if fmt is not Format.table:
-        emit_data(engine.check_document(view, selection, rows), fmt)
-    else:
-        out = console()
-        out.print(_profile_line(selection), markup=False)
-        out.print(_rows_table(rows))
-        _print_fixes(out, rows)
-        held = sum(r.holds for r in rows)
-        if ok:
-            out.print(f"[green]all {len(rows)} settings hold[/green]")
-        else:
-            import shlex
-
-            again = shlex.join(["xputune", "apply", *selection.persist_args()])
-            from rich.text import Text
-
-            out.print(
-                Text.assemble(
-                    (f"{len(rows) - held} of {len(rows)} settings drift", "red"),
-                    f"; fix them all with: {again}{_same_host(root, example)}",
-                ),
-                soft_wrap=True,
-            )
-    raise typer.Exit(0 if ok else 1)
+    code = run_check(profile=profile, only=only, skip=skip, root=root, example=example, fmt=fmt)
+    raise typer.Exit(code)
 
 
 def _diff_lines(changes: list[Change], header: str) -> list[tuple[str, str]]:
@@ -294,7 +194,7 @@ def apply_cmd(
     from xputune.tune import engine
 
     overrides = knob_overrides(ido, thp, shm_huge, numa_balancing)
-    view, _, selection, ctx = _setup(root, example, profile, overrides, only, skip, force)
+    view, _, selection, ctx = setup(root, example, profile, overrides, only, skip, force)
     command = ["apply", *selection.persist_args()]
     result = engine.apply(
         ctx,
@@ -309,7 +209,7 @@ def apply_cmd(
         emit_data(engine.apply_document(view, selection, result), fmt)
         return
     out = console()
-    out.print(_profile_line(selection), markup=False)
+    out.print(profile_line(selection), markup=False)
     if not result.changes:
         out.print("[green]nothing to change: every setting already holds[/green]")
     else:
@@ -329,7 +229,7 @@ def apply_cmd(
             Text.assemble(
                 (f"applied and verified {len(result.changes)} change(s)", "green"),
                 f"; originals in {result.journal}; undo with: xputune rollback"
-                + _same_host(root, example),
+                + same_host(root, example),
             ),
             soft_wrap=True,
         )
