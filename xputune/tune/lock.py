@@ -10,6 +10,7 @@ import errno
 import fcntl
 import os
 import stat
+import time
 from types import TracebackType
 
 from xputune.errors import HostError
@@ -30,15 +31,26 @@ class StateLock:
         self._fd: int | None = None
 
     def holder(self) -> str:
-        try:
-            fd = self._open(os.O_RDONLY)
+        """ "pid N" of the process holding the lock, as far as its file tells.
+
+        The holder writes its pid just after it takes the lock, so a file found empty is
+        read again for a moment before the pid is called unknown.
+        """
+        for attempt in range(20):
             try:
-                pid = os.read(fd, 32).decode("ascii", "replace").strip()
-            finally:
-                os.close(fd)
-        except (OSError, HostError):
-            return "unknown pid"
-        return f"pid {pid}" if pid.isdigit() else "unknown pid"
+                fd = self._open(os.O_RDONLY)
+                try:
+                    pid = os.read(fd, 32).decode("ascii", "replace").strip()
+                finally:
+                    os.close(fd)
+            except (OSError, HostError):
+                return "unknown pid"
+            if pid.isdigit():
+                return f"pid {pid}"
+            if pid or attempt == 19:
+                return "unknown pid"
+            time.sleep(0.005)
+        return "unknown pid"
 
     def _open(self, flags: int) -> int:
         """The lock file, opened relative to the state dir's descriptor, never through a
