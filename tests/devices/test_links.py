@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import NVIDIA_BOX, SEED_BOX
 from tests.devices.conftest import DATA
-from xputune.cli.probe_run import parse_fast
+from xputune.cli.fastpath import parse_argv
 from xputune.devices import link_sources, links, nvml
 from xputune.devices.xpusmi import parse, parse_file
 from xputune.devices.xpusmi.links import relation_matrix
@@ -298,7 +298,7 @@ def test_fast_path_prints_what_typer_prints(run_cli, monkeypatch) -> None:
         ("--root", str(SEED_BOX), "--vendor-topo", str(DATA / "query.xml")),
     ]
     for args in cases:
-        assert parse_fast(["probe", *args]) is not None, args  # the fast path is taken
+        assert parse_argv(["probe", *args]) is not None, args  # the fast path is taken
         fast = run_cli("probe", *args)
         monkeypatch.setenv("XPUTUNE_NO_FASTPATH", "1")
         slow = run_cli("probe", *args)

@@ -9,9 +9,8 @@ explains. Tests check that both paths print the same bytes.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt, parse_argv
+from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt
 from xputune.cli.output import Format, console, emit_data
 from xputune.host import open_host
 
@@ -61,9 +60,3 @@ def run_probe(
         from xputune.topology.serialize import to_dict
 
         emit_data(to_dict(topo, vendor.as_json(), relation_source=source), fmt)
-
-
-def parse_fast(argv: list[str]) -> dict[str, Any] | None:
-    """probe's runner arguments when argv is a plain probe call, else None (typer handles it)."""
-    found = parse_argv(argv)
-    return None if found is None or found[0] is not SPEC else found[1]
