@@ -310,6 +310,23 @@ def test_once_exit_codes_fixed_then_held_then_paused_by_a_rollback(run_cli, mini
     assert code == FIXED and 'place="0000:03:00.0 card xpu0"' in err
 
 
+def test_a_dry_run_reports_drift_and_changes_nothing(run_cli, mini, tmp_path) -> None:
+    before = minihost.snapshot(mini, exclude="")
+    prom = tmp_path / "prom"
+    prom.mkdir()
+    code, _, err = run_cli(
+        "watch", "--once", "--dry-run", "--root", mini, "--profile", "hygon-p800",
+        "--textfile", str(prom),
+    )  # fmt: skip
+    assert code == 3, err
+    assert "mode=dry-run" in err and "event=drift" in err and "event=reapply" not in err
+    assert minihost.snapshot(mini, exclude="") == before  # no change, no state dir, no lock
+    assert "xputune_knob_drift" in (prom / "xputune.prom").read_text()  # outputs still written
+    # A recording cannot be changed, but it can be asked what a watch would do there.
+    code, _, err = run_cli("watch", "--once", "-n", "--example", "h3c-hygon-p800")
+    assert code == 3 and "knob=pcie.ido" in err and "event=done" in err
+
+
 def test_a_second_watch_on_the_same_host_is_refused(run_cli, mini) -> None:
     with StateLock(state_dir(DirView(mini)), name=WATCH_LOCK):
         code, out, err = run_cli("watch", "--once", "--root", mini)

@@ -42,6 +42,15 @@ def watch_cmd(
     once: Annotated[
         bool, typer.Option("--once", help="One pass (verify, re-apply drift), then exit.")
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            "-n",
+            help="Report drift and change nothing: no re-apply, no lock, no state written "
+            "(--textfile/--nfd are still written). Needs no root; reads a recording too.",
+        ),
+    ] = False,
     max_reapplies: Annotated[
         int,
         typer.Option(
@@ -121,8 +130,9 @@ def watch_cmd(
 
     Exit status with --once: 0 every setting held (nothing changed); 1 drift was found and
     re-applied (every setting holds now); 3 drift is left (a re-apply failed, a place backs
-    off, or a rollback paused the watch). Without --once: 0 after SIGTERM/SIGINT. Errors: 2 (a
-    bad flag, profile or tree), 4 (the live host needs root), 5 (another watch is running).
+    off, a rollback paused the watch, or --dry-run). Without --once: 0 after SIGTERM/SIGINT.
+    Errors: 2 (a bad flag, profile or tree), 4 (the live host needs root), 5 (another watch
+    is running).
 
     The live host needs pyudev (pip install 'xputune[udev]'). `xputune apply --persist
     --watch` installs it as xputune-watch.service.
@@ -134,6 +144,7 @@ def watch_cmd(
             --nfd /etc/kubernetes/node-feature-discovery/features.d
         xputune watch --root ./h3c-box --interval 0.2
         xputune watch --once --root ./h3c-box
+        xputune watch --once --dry-run          # what would it change here?
     """
     from datetime import timedelta
 
@@ -151,6 +162,7 @@ def watch_cmd(
         textfile=textfile,
         nfd=nfd,
         nfd_expiry=timedelta(minutes=expiry) if expiry else None,
+        dry_run=dry_run,
     )
     live = not root and not example
     stopper = events.Stopper()

@@ -142,6 +142,9 @@ class WatchConfig:
     textfile: str | None = None  # folder for xputune.prom (node_exporter's textfile collector)
     nfd: str | None = None  # folder for NFD's feature file
     nfd_expiry: timedelta | None = timedelta(minutes=60)
+    #: Report drift, change nothing: no re-apply, no lock, no state file (outputs still
+    #: written where asked). Needs neither root nor a writable tree.
+    dry_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,7 @@ class Watcher:
     def __init__(
         self,
         open_view: Callable[[], HostView],
-        folder: StateDir,
+        folder: StateDir | None,
         config: WatchConfig,
         log: Callable[[str], None] = stderr_log,
         clock: Callable[[], float] = time.time,
@@ -200,7 +203,7 @@ class Watcher:
         self.log = log
         self.clock = clock
         self.limiter = RateLimiter(config.limits)
-        self.state = self._load_state()
+        self.state = self._load_state() if folder is not None else WatchState()
         self.state.started = clock()
         self.state.pid = os.getpid()
         self.state.paused = False
@@ -235,6 +238,8 @@ class Watcher:
         return old
 
     def _save_state(self) -> None:
+        if self.folder is None:  # a dry run keeps its counters in memory
+            return
         fd = open_state_fd(self.folder)
         try:
             write_replace_at(fd, STATE_FILE, self.state.to_json().encode(), 0o600)
@@ -272,7 +277,8 @@ class Watcher:
                 self.emit(
                     "drift", knob=key[0], place=key[1], expected=row.expected, actual=row.actual
                 )
-        fixed = self._reapply(ctx, selection, drifting, now) if drifting else set()
+        act = drifting and not self.config.dry_run
+        fixed = self._reapply(ctx, selection, drifting, now) if act else set()
         if fixed:
             topology, selection, ctx, rows = self._check(self.open_view())
             self.watched = Watched.of(topology)
@@ -419,15 +425,17 @@ def run(
     stop.
     """
     view = open_view()
-    preflight.require_writable(view)
-    preflight.require_root(view, "xputune watch")
+    if not config.dry_run:
+        preflight.require_writable(view)
+        preflight.require_root(view, "xputune watch")
     for out in (config.textfile, config.nfd):
         if out is not None and not os.path.isdir(out):
             raise XputuneError(f"{out}: no such directory")
-    folder = state_dir(view)
-    lock = StateLock(folder, name=WATCH_LOCK)
+    folder = None if config.dry_run else state_dir(view)
+    lock = StateLock(folder, name=WATCH_LOCK) if folder is not None else None
     try:
-        lock.__enter__()
+        if lock is not None:
+            lock.__enter__()
     except LockBusy:
         raise LockBusy(
             f"another xputune watch is running on {view.label} ({lock.holder()}); "
@@ -447,6 +455,7 @@ def run(
             interval=None if once else _seconds(config.interval),
             pid=os.getpid(),
             profile=config.profile or "recommended",
+            mode="dry-run" if config.dry_run else None,
         )
         first = watcher.run_pass([Event("start")])
         if once:
@@ -463,4 +472,5 @@ def run(
             events_source.close()
         if own_stopper:
             stopper.close()
-        lock.__exit__(None, None, None)
+        if lock is not None:
+            lock.__exit__(None, None, None)
