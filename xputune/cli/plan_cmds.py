@@ -13,7 +13,7 @@ from xputune.cli.common import Format, FormatOpt, console, emit_data
 from xputune.cli.output import CountingReader, progress
 from xputune.cli.plan_opts import ConfigOpt, DtypeOpt, ModelOpt, TpNoHostOpt
 from xputune.errors import XputuneError
-from xputune.plan.inputs import count, read_lines
+from xputune.plan.inputs import count
 
 
 class TraceFormat(StrEnum):
@@ -27,14 +27,16 @@ def _geometry(model: str | None, config: Path | None, tp: int | None, dtype: str
     import sys
 
     from xputune.plan.models import load_model, resolve_model
+    from xputune.userfiles import model_config
 
+    named = model_config(model, config)
     if tp is None and (model or config):
-        resolve_model(model, config)  # an unknown model is the first thing to say
+        resolve_model(model, named)  # an unknown model is the first thing to say
         raise XputuneError(
             "give --tp N with --model/--config: this command reads no host, so the number "
             "of cards (the default elsewhere) is unknown"
         )
-    geometry, warnings = load_model(model, config, tp or 1, dtype)
+    geometry, warnings = load_model(model, named, tp or 1, dtype)
     for warning in warnings if geometry is not None else ():
         sys.stderr.write(f"warning: {warning}\n")
     return geometry
@@ -126,8 +128,11 @@ def model_cmd(
         bandwidth = bandwidth or SEED["bandwidth"]
         model = model or (None if config else SEED["model"])
         tp = tp or SEED["tp"]
+    from xputune.userfiles import read_lines
+
+    points = (read_lines(points_file, "points file"), str(points_file)) if points_file else None
     data = model_report(
-        point=point, points_file=points_file, fit_a=fit_a, fit_b=fit_b,
+        point=point, points_table=points, fit_a=fit_a, fit_b=fit_b,
         recompute_us=recompute_us, recompute_point=recompute_point, floor_ms=floor_ms,
         bandwidth=bandwidth, bytes_per_token=bytes_per_token, break_even_at=break_even_at,
         geometry=_geometry(model, config, tp, dtype),
@@ -306,6 +311,8 @@ def tiers_cmd(
             trace, trace_format, block_size, sample_rate, show_progress=fmt is Format.table
         )
     if measured is not None:
+        from xputune.userfiles import read_lines
+
         table = parse_measured_table(read_lines(measured, "measured table"), str(measured))
     data = tiers_document(
         trace_file=str(trace) if trace is not None else None,
@@ -336,14 +343,9 @@ def _open_trace(path: Path, advance: Callable[[int], None]):
     `advance` hears of every byte read from the file on disk (before decompression), so a
     progress bar over the file's size ends at 100% whatever the compression.
     """
-    try:
-        fh = path.open("rb")
-    except FileNotFoundError:
-        raise XputuneError(f"trace not found: {path}") from None
-    except IsADirectoryError:
-        raise XputuneError(f"trace is a directory: {path}") from None
-    except PermissionError:
-        raise XputuneError(f"trace not readable (permission denied): {path}") from None
+    from xputune.userfiles import open_binary
+
+    fh = open_binary(path, "trace")
     magic = fh.peek(4)[:4]
     raw = CountingReader(fh, advance)
     if magic[:2] == b"\x1f\x8b":

@@ -47,12 +47,13 @@ def run_plan(
     """Plan bindings, tiers and SGLang flags for the host and model, and print them."""
     from xputune.plan.host_plan import plan_document, plan_for_host
     from xputune.topology.discover import discover
+    from xputune.userfiles import model_config
 
+    named = model_config(model, config)
     topo = discover(open_host(root, example))
     host_plan, notes = plan_for_host(
-        topo, model, str(config) if config else None, tp, dtype, strategy, cards, tier,
-        write_policy, force,
-    )  # fmt: skip
+        topo, model, named, tp, dtype, strategy, cards, tier, write_policy, force
+    )
     data = plan_document(host_plan, notes)
     if fmt is not Format.table:
         emit_data(data, fmt)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from xputune.host import HostView
 from xputune.launch.sglang import LaunchError, LaunchSpec, build_spec, user_value
@@ -52,7 +53,8 @@ def model_from_args(
     model: str | None, config: str | None, user_args: list[str]
 ) -> tuple[str | None, str | None]:
     """--model/--config as given, else SGLang's --model-path when it names a known model."""
-    from xputune.plan.models import config_path, preset_for
+    from xputune.plan.models import preset_for
+    from xputune.userfiles import config_path
 
     if model or config:
         return model, config
@@ -112,9 +114,11 @@ def prepare(
     """The launch of SGLang on a card host; raises LaunchError when it must not go ahead."""
     from xputune.plan.host_plan import plan_for_host
     from xputune.tune import engine
+    from xputune.userfiles import model_config
 
+    named = model_config(model, Path(config) if config else None)
     plan, tp_notes = plan_for_host(
-        topo, model, config, tp, dtype, strategy, cards, tier, write_policy, force
+        topo, model, named, tp, dtype, strategy, cards, tier, write_policy, force
     )
     selection = engine.select(topo, profile)
     rows = engine.check(engine.context(view, topo, selection), selection)
@@ -165,14 +169,14 @@ def prepare_cpu(
 
     TP defaults to 1 here (SGLang's own default): the cards, if any, stay unused.
     """
-    from pathlib import Path
-
     from xputune.errors import XputuneError
     from xputune.launch.cpu import build_cpu_spec, cpu_tier
     from xputune.plan.models import load_geometry
+    from xputune.userfiles import model_config
 
     size = tp or 1
-    geometry = load_geometry(model, Path(config) if config else None, size, dtype)
+    named = model_config(model, Path(config) if config else None)
+    geometry = load_geometry(model, named, size, dtype)
     if geometry is None:
         raise XputuneError("give --model NAME or --config config.json")
     host_bytes = sum(n.memory_total_bytes or 0 for n in topo.numa_nodes)

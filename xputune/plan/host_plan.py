@@ -7,12 +7,16 @@ renders it and `xputune launch sglang` turns it into a command line.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xputune.plan.bindings import Bindings, PlanError, make_bindings
 from xputune.plan.capacity import Capacity, Reserve, Tier, capacity
 from xputune.plan.geometry import KVGeometry
 from xputune.plan.strategy import StrategyAdvice, recommend_strategy
 from xputune.topology.model import Topology
+
+if TYPE_CHECKING:
+    from xputune.plan.models import NamedConfig
 
 WRITE_POLICIES = ("write_back", "write_through", "write_through_selective")
 
@@ -105,7 +109,7 @@ def make_plan(
 def plan_for_host(
     topo: Topology,
     model: str | None,
-    config: str | None,
+    named: NamedConfig | None,
     tp: int | None,
     dtype: str = "bf16",
     strategy: str = "local",
@@ -116,17 +120,14 @@ def plan_for_host(
 ) -> tuple[HostPlan, list[str]]:
     """The plan of `xputune plan` and `launch sglang`, from the flags as given, and warnings.
 
-    --model is a preset, a Hugging Face id or a config.json (plan/models.py); --tp defaults to
-    the host's card count; an odd TP size comes back as a warning with the reason.
+    --model is a preset or a Hugging Face id; `named` is the config.json a user named, as
+    userfiles.model_config read it (plan/models.py); --tp defaults to the host's card count;
+    an odd TP size comes back as a warning with the reason.
     """
-    from pathlib import Path
-
     from xputune.plan.models import load_model, resolve_tp
 
     size = resolve_tp(tp, len(topo.cards))
-    geometry, warnings = load_model(
-        model, Path(config) if config else None, size, dtype, len(topo.cards)
-    )
+    geometry, warnings = load_model(model, named, size, dtype, len(topo.cards))
     if geometry is None:
         raise PlanError("give --model (a preset, a Hugging Face id or a config.json)")
     order = [c.strip() for c in cards.split(",") if c.strip()] if cards else None

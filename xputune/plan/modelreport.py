@@ -39,7 +39,7 @@ def _fit_dict(fit) -> dict[str, Any]:
 def model_report(
     *,
     point: list[str] | None,
-    points_file,
+    points_table: tuple[list[str], str] | None,
     fit_a: float | None,
     fit_b: float | None,
     recompute_us: float | None,
@@ -61,8 +61,8 @@ def model_report(
     from xputune.plan.netbenefit import bytes_per_token as implied_bytes
 
     pts = [pair(p, "--point") for p in point or []]
-    if points_file:
-        pts += csv_points(points_file)
+    if points_table is not None:
+        pts += csv_points(*points_table)
     try:
         if pts:
             if fit_a is not None or fit_b is not None:

@@ -6,29 +6,16 @@ a config.json file, or a folder holding one; `--config FILE` stays as the explic
 the last. `--tp` defaults to the number of cards of the host, and is required where that cannot
 be known. Odd TP sizes are warned about with the reason.
 
-The one read here is of the config.json the user names (plus the package's preset table,
-plan/presets.py); everything else is arithmetic.
+No file is read here: the config.json a user names is read by xputune/userfiles.py and
+handed in (the package's preset table, plan/presets.py, is constant data); the rest is
+arithmetic.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from xputune.errors import XputuneError
-from xputune.plan.inputs import read_text
-
-
-def _read_config(path: Path) -> dict[str, Any]:
-    text = read_text(path, "model config")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise XputuneError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise XputuneError(f"{path}: expected a JSON object")
-    return data
 
 
 def preset_for(name: str) -> str | None:
@@ -45,50 +32,41 @@ def preset_for(name: str) -> str | None:
     return None
 
 
-def config_path(name: str) -> Path | None:
-    """The config.json a --model value names: the file itself, or a folder holding one."""
-    path = Path(name).expanduser()
-    if path.is_dir() and (path / "config.json").is_file():
-        return path / "config.json"
-    if path.is_file() or name.endswith(".json"):
-        return path
-    return None
+#: (name, config.json fields) of a config file the user named, as userfiles.model_config
+#: reads it; None when --model is a preset name or a Hugging Face id.
+NamedConfig = tuple[str, dict[str, Any]]
 
 
-def resolve_model(model: str | None, config: Path | None) -> tuple[str, dict[str, Any]] | None:
-    """(name, config fields) of what --model/--config name; None when neither is given."""
+def resolve_model(model: str | None, named: NamedConfig | None) -> NamedConfig | None:
+    """(name, config fields) of the model: the file's when one was named, else the preset's
+    that --model names; None when no model is given."""
     from xputune.plan.presets import preset_config, presets
 
-    if model and config:
-        raise XputuneError("give --model or --config, not both")
-    if config is None and model:
-        config = config_path(model)
-        if config is None:
-            key = preset_for(model)
-            if key is None:
-                raise XputuneError(
-                    f"unknown model {model!r}: give a preset ({', '.join(presets())}), a Hugging "
-                    "Face id whose last part is one of them, or a config.json (file or folder)"
-                )
-            return preset_config(key)
-    if config is not None:
-        stem = config.parent.name if config.name == "config.json" and config.parent.name else None
-        return stem or config.stem, _read_config(config)
-    return None
+    if named is not None:
+        return named
+    if not model:
+        return None
+    key = preset_for(model)
+    if key is None:
+        raise XputuneError(
+            f"unknown model {model!r}: give a preset ({', '.join(presets())}), a Hugging "
+            "Face id whose last part is one of them, or a config.json (file or folder)"
+        )
+    return preset_config(key)
 
 
-def load_geometry(model: str | None, config: Path | None, tp: int, dtype: str):
+def load_geometry(model: str | None, named: NamedConfig | None, tp: int, dtype: str):
     """KV geometry (plan.geometry.KVGeometry) of a model at a TP size; None without a model."""
-    return load_model(model, config, tp, dtype)[0]
+    return load_model(model, named, tp, dtype)[0]
 
 
 def load_model(
-    model: str | None, config: Path | None, tp: int, dtype: str, cards: int | None = None
+    model: str | None, named: NamedConfig | None, tp: int, dtype: str, cards: int | None = None
 ):
     """(KV geometry or None, warnings about the TP size for this model and host)."""
     from xputune.plan.geometry import geometry_from_config
 
-    found = resolve_model(model, config)
+    found = resolve_model(model, named)
     if found is None:
         return None, tp_warnings(tp, cards)
     name, data = found
