@@ -171,6 +171,13 @@ def exact_curve(trace: Trace) -> HitCurve:
     )
 
 
+def _block_size(block: int | None) -> int:
+    """The trace's block size in tokens; a curve of blocks of no size means nothing."""
+    if block is None or block <= 0:
+        raise TraceError(f"block size must be > 0 tokens, got {block}")
+    return block
+
+
 def curve_from_batches(batches: Iterable[Batch], block_size: int | None = None) -> HitCurve:
     """The exact curve streamed from a trace reader's batches (traces.TraceReader).
 
@@ -189,10 +196,8 @@ def curve_from_batches(batches: Iterable[Batch], block_size: int | None = None) 
     cum, n_ids, violations, accesses, _, _ = stream.result()
     if block is None:  # nothing kept: a reader knows its block size once it has read
         block = getattr(batches, "block", None)
-    if block is None or block <= 0:
-        raise TraceError(f"block size must be > 0 tokens, got {block}")
     return HitCurve(
-        block_size=block,
+        block_size=_block_size(block),
         cum_hit_tokens=cum,
         total_tokens=float(total),
         accesses=accesses,
@@ -319,12 +324,8 @@ def sampled_curve_stream(reader: TraceReader, rate: float, seed: int = 0) -> Hit
             f"the trace read differently the second time ({fed} block accesses, "
             f"{accesses} the first time): was it changed while being read?"
         )
-    if block is None:
-        block = reader.block
-    if block is None or block <= 0:
-        raise TraceError(f"block size must be > 0 tokens, got {block}")
     return HitCurve(
-        block_size=block,
+        block_size=_block_size(reader.block if block is None else block),
         cum_hit_tokens=cum,
         total_tokens=float(total),
         accesses=accesses,
@@ -335,8 +336,7 @@ def sampled_curve_stream(reader: TraceReader, rate: float, seed: int = 0) -> Hit
 
 
 def _check(trace: Trace) -> None:
-    if trace.block_size <= 0:
-        raise TraceError(f"block size must be > 0 tokens, got {trace.block_size}")
+    _block_size(trace.block_size)
     if len(trace.block_ids) != len(trace.block_tokens):
         raise TraceError("block ids and block tokens differ in length")
     if len(trace.offsets) == 0 or trace.offsets[0] != 0 or trace.offsets[-1] != trace.accesses:
