@@ -384,3 +384,43 @@ def tier_point(curve: HitCurve, l1_tokens: int, l2_tokens: int) -> TierPoint:
         write_through_hit_rate=curve.hit_rate(max(l1_tokens, l2_tokens)),
         exclusive_hit_rate=curve.hit_rate(l1_tokens + l2_tokens),
     )
+
+
+@dataclass(frozen=True)
+class ThreeTierPoint:
+    """Where the hits of L1 + L2 + L3 come from, each tier holding what the ones above hold.
+
+    SGLang's HiCache backs L1 up to L2 and L2 up to the storage backend (write-through at each
+    step), so with prefix-LRU order a block at stack distance d hits in L1 when d <= L1, in L2
+    when L1 < d <= L2 and in L3 when L2 < d <= L3: three points of one curve. A tier smaller
+    than the one above it adds nothing.
+    """
+
+    l1_tokens: int
+    l2_tokens: int
+    l3_tokens: int
+    device: float  # hit rate served by L1
+    host: float  # by L2
+    storage: float  # by L3
+
+    @property
+    def total(self) -> float:
+        return self.device + self.host + self.storage
+
+
+def three_tier_point(
+    curve: HitCurve, l1_tokens: int, l2_tokens: int, l3_tokens: int
+) -> ThreeTierPoint:
+    """The hit rate of each tier of an inclusive L1 / L2 / L3 hierarchy (see ThreeTierPoint)."""
+    l2_reach = max(l1_tokens, l2_tokens)
+    l3_reach = max(l2_reach, l3_tokens)
+    device = curve.hit_rate(l1_tokens)
+    host = curve.hit_rate(l2_reach)
+    return ThreeTierPoint(
+        l1_tokens=l1_tokens,
+        l2_tokens=l2_tokens,
+        l3_tokens=l3_tokens,
+        device=device,
+        host=host - device,
+        storage=curve.hit_rate(l3_reach) - host,
+    )

@@ -10,8 +10,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from xputune.plan.bindings import Bindings, PlanError, make_bindings
-from xputune.plan.capacity import Capacity, Reserve, Tier, capacity
+from xputune.plan.capacity import GB, Capacity, Reserve, Tier, capacity
 from xputune.plan.geometry import KVGeometry
+from xputune.plan.l3 import (
+    L3Plan,
+    L3Request,
+    l3_document,
+    plan_decode,
+    plan_prefill,
+    storage_layout,
+)
 from xputune.plan.strategy import StrategyAdvice, recommend_strategy
 from xputune.topology.model import Topology
 
@@ -32,6 +40,7 @@ class HostPlan:
     sglang_args: tuple[str, ...]
     env: dict[str, str]
     advice: StrategyAdvice  # the strategy this host and model call for, whatever was chosen
+    l3: L3Plan | None = None
 
 
 def choose_tier(cap: Capacity, tier: str | None) -> Tier:
@@ -75,6 +84,7 @@ def make_plan(
     write_policy: str = "write_through",
     reserve: Reserve | None = None,
     require_ido: bool = True,
+    l3: L3Request | None = None,
 ) -> HostPlan:
     if write_policy not in WRITE_POLICIES:
         raise PlanError(f"write policy {write_policy!r}: choose from {', '.join(WRITE_POLICIES)}")
@@ -87,11 +97,25 @@ def make_plan(
     # Kunlunxin has no upstream kernel backend: direct copies per merged segment; NVIDIA has
     # SGLang's own copy kernels.
     io_backend = "direct" if "kunlunxin" in vendors else "kernel"
+    l3_plan = None
+    if l3 is not None:
+        l3_plan = (
+            plan_decode(topo, bindings, geometry, l3, reserve)
+            if l3.role == "decode"
+            else plan_prefill(topo, bindings, geometry, chosen.hicache_size_gb * GB, l3, reserve)
+        )
+    layout = storage_layout(l3.backend, io_backend) if l3 is not None else "layer_first"
+    if l3_plan is not None and layout == "page_first_direct":
+        l3_plan = l3_plan.with_note(
+            "Mooncake runs page_first_direct with --hicache-io-backend direct: L2 copies go "
+            "back to one segment per page and layer (the field report's page_num x layer_num), "
+            "not layer_first's merged runs; see `xputune kernels plan`"
+        )
     args: list[str] = [
         "--tp-size", str(geometry.tp),
         "--enable-hierarchical-cache",
         "--hicache-size", str(chosen.hicache_size_gb),
-        "--hicache-mem-layout", "layer_first",
+        "--hicache-mem-layout", layout,
         "--hicache-io-backend", io_backend,
         "--hicache-write-policy", write_policy,
     ]  # fmt: skip
@@ -100,10 +124,14 @@ def make_plan(
     env = {"CUDA_VISIBLE_DEVICES": visible}
     if "kunlunxin" in vendors:
         env["XPU_VISIBLE_DEVICES"] = visible
+    if l3_plan is not None and l3.role == "prefill":
+        args += l3_plan.sglang_args()
+        env.update(l3_plan.env())
     advice = recommend_strategy(topo, geometry.tp, mla=geometry.attention == "mla")
     return HostPlan(
-        geometry, bindings, cap, chosen, io_backend, write_policy, tuple(args), env, advice
-    )
+        geometry, bindings, cap, chosen, io_backend, write_policy, tuple(args), env, advice,
+        l3_plan,
+    )  # fmt: skip
 
 
 def plan_for_host(
@@ -200,4 +228,5 @@ def plan_document(plan: HostPlan, warnings: list[str] = ()) -> dict:
         "sglang_args": list(plan.sglang_args),
         "env": plan.env,
         "warnings": [*warnings, *b.warnings],
+        **({"l3": l3_document(plan.l3)} if plan.l3 is not None else {}),
     }
