@@ -21,9 +21,11 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SEED_BOX = LazyTree("h3c-hygon-p800")
 NVIDIA_BOX = LazyTree("nvidia-hgx-h100")
 
-# Recordings' parsed tables are cached per user (host/tarcache.py); tests keep theirs apart so a
-# run neither reads nor leaves entries in the real ~/.cache.
+# Recordings' parsed tables, profiles and kernels are cached (host/usercache.py); tests keep
+# theirs apart so a run neither reads nor leaves entries in the real cache (~/.cache, or
+# /var/cache/xputune for root, which XDG_CACHE_HOME does not move).
 os.environ["XDG_CACHE_HOME"] = _CACHE = tempfile.mkdtemp(prefix="xputune-test-cache-")
+os.environ["XPUTUNE_CACHE_DIR"] = os.path.join(_CACHE, "xputune")
 atexit.register(shutil.rmtree, _CACHE, True)
 
 __all__ = ["FIXTURES", "NVIDIA_BOX", "SEED_BOX", "broken_tree", "copy_tree", "host_tree"]

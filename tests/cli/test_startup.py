@@ -183,7 +183,7 @@ def test_a_broken_profile_is_worded_by_the_pure_python_parser(tmp_path, text: st
 def test_a_parsed_profile_is_kept_until_its_file_changes(tmp_path, monkeypatch) -> None:
     from xputune.tune import profiles
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XPUTUNE_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / "site.yaml"
     path.write_text("description: first\nknobs: {thp.enabled: madvise}\n")
     first = profiles._read(str(path))
@@ -203,7 +203,7 @@ def test_profiles_read_without_a_cache(tmp_path, monkeypatch, setting: str) -> N
         monkeypatch.setenv("XPUTUNE_CACHE", "off")
     else:
         cache.write_text("a file where the cache folder would be")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv("XPUTUNE_CACHE_DIR", str(cache))
     path = tmp_path / "site.yaml"
     path.write_text("description: kept nowhere\n")
     for _ in range(2):

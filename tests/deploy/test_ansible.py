@@ -51,6 +51,8 @@ def _playbook(tmp: Path, tree: Path, *extra: str, **variables: object) -> tuple[
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
         "ANSIBLE_CONFIG": str(tmp / "none.cfg"),  # no ansible.cfg of the machine or the cwd
         "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(home / "cache")),
+        # root's xputune caches in /var/cache/xputune unless told otherwise
+        "XPUTUNE_CACHE_DIR": os.environ.get("XPUTUNE_CACHE_DIR", str(home / "cache" / "xputune")),
     }
     proc = subprocess.run(
         [str(PLAYBOOK), "-i", str(inventory), "-e", json.dumps(extra_vars), *extra,

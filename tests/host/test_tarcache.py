@@ -1,22 +1,24 @@
-"""The recording-index cache: a second open reads the cache, and a bad cache is never trusted."""
+"""The recording-index cache: a second open reads the cache, and a bad cache is never trusted.
+
+(Entries and folders another user could have planted: tests/host/test_usercache_attacks.py.)
+"""
 
 from __future__ import annotations
 
-import marshal
 from pathlib import Path
 
 import pytest
 
-from xputune.host import tarcache
+from xputune.host import tarcache, usercache
 from xputune.host.open import example_path
 from xputune.host.view import TarView
 
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XPUTUNE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("XPUTUNE_CACHE", raising=False)
-    return tmp_path / "cache" / "xputune" / "recordings"
+    return tmp_path / "cache" / "recordings"
 
 
 SEED = example_path("h3c-hygon-p800")
@@ -51,24 +53,42 @@ def test_cache_off_reads_the_same_tables(cache: Path, monkeypatch: pytest.Monkey
     assert _tables(TarView(SEED)) == cached
 
 
+GARBLED = [
+    b"",
+    b"not marshal",
+    usercache.pack(("x",))[:-1],  # truncated
+    usercache.pack(("x",)) + b"\0",  # longer than its header says
+    b"\x00" * 8 + usercache.pack(("x",))[8:],  # not our magic
+]
+
+# Forged with a valid header (only this user could write one): the tables' own check holds.
+MALFORMED = [
+    [("x", "exec", "rm -rf /")],
+    ({"/": "dir", "/x": "exec"}, {}, {}, {}),  # an unknown kind
+    ({"/": "dir"}, {"/x": b"data of no file"}, {}, {}),
+    ({"/": "dir", "/l": "link"}, {}, {"/l": 7}, {}),  # a target not text
+    ({"/": "dir", "x": "file"}, {"x": b""}, {}, {}),  # not a host path
+    ({"/": "file"}, {"/": b""}, {}, {}),  # the root is no directory
+]
+
+
 @pytest.mark.parametrize(
-    "junk",
-    [
-        b"not marshal",
-        marshal.dumps([("x", "exec", "rm -rf /")]),
-        marshal.dumps(({"/": "dir", "/x": "exec"}, {}, {}, {})),  # an unknown kind
-        marshal.dumps(({"/": "dir"}, {"/x": b"data of no file"}, {}, {})),
-        marshal.dumps(({"/": "dir", "/l": "link"}, {}, {"/l": 7}, {})),  # a target not text
-        marshal.dumps(({"/": "dir", "x": "file"}, {"x": b""}, {}, {})),  # not a host path
-        marshal.dumps(({"/": "file"}, {"/": b""}, {}, {})),  # the root is no directory
-    ],
+    "junk", GARBLED + [usercache.pack(m) for m in MALFORMED], ids=lambda j: f"{len(j)}B"
 )
-def test_a_tampered_or_garbled_entry_is_ignored(cache: Path, junk: bytes) -> None:
+def test_a_tampered_or_garbled_entry_is_ignored(
+    cache: Path, junk: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
     expected = _tables(TarView(SEED))
     (entry,) = cache.iterdir()
     entry.write_bytes(junk)
+    capsys.readouterr()
     assert _tables(TarView(SEED)) == expected
     assert entry.read_bytes() != junk  # rewritten from the recording itself
+    assert _tables(TarView(SEED)) == expected  # and read back as written
+    warned = capsys.readouterr().err
+    assert warned.count("warning") == (1 if junk in GARBLED else 0), warned
+    if junk in GARBLED:
+        assert f"cache entry {entry} refused" in warned
 
 
 def test_entries_of_an_older_format_are_dropped(cache: Path) -> None:

@@ -149,3 +149,22 @@ def test_platform_register_is_parsed_with_width_in_bytes(tmp_path):
 def test_unknown_profile_lists_the_known_ones():
     with pytest.raises(ProfileError, match=r"known: .*generic"):
         profiles.load("nope")
+
+
+def test_a_cached_profile_is_the_one_parsed_and_a_loose_entry_is_refused(
+    tmp_path, monkeypatch, capsys
+):
+    """The cache (host/usercache.py) gives back exactly the YAML's parse, and only from an
+    entry nobody else could have written (planted ones: tests/host/test_usercache_attacks.py).
+    """
+    monkeypatch.setenv("XPUTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("XPUTUNE_CACHE", raising=False)
+    fresh = profiles.load("hygon-p800")
+    entry = tmp_path / "cache" / "profiles" / profiles._cache_entry(profiles.locate("hygon-p800"))
+    assert oct(entry.stat().st_mode & 0o777) == "0o600"
+    assert profiles.load("hygon-p800") == fresh  # from the cache
+    entry.chmod(0o666)
+    capsys.readouterr()
+    assert profiles.load("hygon-p800") == fresh  # parsed again, entry rewritten
+    assert "writable by others (mode 0666)" in capsys.readouterr().err
+    assert oct(entry.stat().st_mode & 0o777) == "0o600"

@@ -29,7 +29,8 @@ SITE_DIR = "/etc/xputune/profiles"
 TOP_KEYS = {"schema_version", "description", "include", "match", "knobs", "platform_registers"}
 KNOB_KEYS = {"value", "accept", "severity", "why"}
 MATCH_KEYS = {"cpu_vendor", "card_vendor", "card_model", "card_ids", "min_cards"}
-_CACHE_MAX = 1 << 20  # a cached profile larger than this is ignored
+_CACHE_MAX = 1 << 20  # a parsed profile larger than this is not cached
+_CACHE_KIND = "profiles"
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,14 @@ def _parse(path: str, text: str, shown: str) -> Any:
 
     check and launch read every profile on each run, and importing a YAML parser costs them
     more than the parsing (DESIGN: start-up within 2x of the probe). The cache entry holds the
-    text it was parsed from; an edited file is parsed again. XPUTUNE_CACHE=off, an unwritable
-    cache or an odd entry only mean parsing: with libyaml when PyYAML has it, and an error is
-    worded by the pure-Python parser, as it always was.
+    text it was parsed from; an edited file is parsed again. host/usercache.py loads only an
+    entry this user wrote into a folder nobody else can write, and the profile is validated
+    from its parsed form as always. XPUTUNE_CACHE=off, a refused cache or an odd entry only
+    mean parsing: with libyaml when PyYAML has it, and an error is worded by the pure-Python
+    parser, as it always was.
     """
     entry = _cache_entry(path)
-    kept = usercache.load(entry, _CACHE_MAX) if entry else None
+    kept = usercache.load(_CACHE_KIND, entry, _CACHE_MAX) if entry else None
     if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == text:
         return kept[1]
     import yaml
@@ -149,12 +152,12 @@ def _parse(path: str, text: str, shown: str) -> Any:
             problem = getattr(exc, "problem", exc)
             raise ProfileError(f"{shown}:{where} not valid YAML ({problem})") from exc
     if entry:
-        usercache.store(entry, (text, raw))
+        usercache.store(_CACHE_KIND, entry, (text, raw), _CACHE_MAX)
     return raw
 
 
 def _cache_entry(path: str) -> str | None:
-    """Where the parsed form of the profile at `path` is kept, or None when caching is off."""
+    """The cache entry name of the profile at `path`, or None when caching is off."""
     import marshal
     import sys
     import zlib
@@ -163,8 +166,8 @@ def _cache_entry(path: str) -> str | None:
         return None
     real = os.path.realpath(path)
     name = f"{os.path.basename(real)}-{zlib.crc32(real.encode()):08x}"
-    tag = f"{sys.implementation.cache_tag}-m{marshal.version}"
-    return os.path.join(usercache.base_dir(), "profiles", f"{name}-{tag}")
+    # c2: entries with usercache's header (older ones are never opened).
+    return f"{name}-{sys.implementation.cache_tag}-m{marshal.version}-c2"
 
 
 def _str_list(raw: Any, where: str) -> tuple[str, ...]:
