@@ -5,16 +5,26 @@ Python and torch version. The cache key is a hash of the source, the compiler an
 an edited source or another compiler rebuilds, and concurrent first uses do not race (the
 library is built under a temporary name and renamed into place). nvcc works as the compiler too:
 position-independent code is then asked for through -Xcompiler.
+
+xputune runs as root and a library's constructor runs as whoever loads it, so a library is
+loaded only from the checked cache folder of host/usercache.py (this user's, 0700, nothing
+above it writable by others), and only after its descriptor, opened without following links,
+shows a regular file of this user with one link that nobody else may write. dlopen then gets
+/proc/self/fd/N, the very inode checked, so no path can be swapped in between. A library that
+fails the check is rebuilt (one warning); a refused cache folder means building into a private
+temporary folder for this run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
+import secrets
 import shutil
+import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 from xputune.errors import UnsupportedError
@@ -22,6 +32,12 @@ from xputune.host import usercache
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _loaded: dict[str, ctypes.CDLL] = {}
+#: Descriptors libraries were loaded through, kept open: dlopen knows a library by the name it
+#: was given, so a reused /proc/self/fd/N would hand back the library loaded before.
+_held: list[int] = []
+#: The largest library loaded (a CUDA fatbin for many architectures stays far below).
+LIBRARY_CAP = 1 << 30
+_KIND = "kernels"
 
 
 def source_dir() -> Path:
@@ -32,10 +48,12 @@ def source_dir() -> Path:
     raise UnsupportedError("kernel sources not found (neither kernels/ nor xputune/kernels_src/)")
 
 
-def cache_dir() -> Path:
-    path = Path(usercache.base_dir()) / "kernels"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def cache_dir() -> usercache.Folder:
+    """The checked kernels cache, or (it was refused: one warning) a private folder."""
+    found = usercache.folder(_KIND) or usercache.private(_KIND)
+    if found is None:
+        raise UnsupportedError("no folder to build kernels in that only this user can write")
+    return found
 
 
 def compiler() -> str:
@@ -64,11 +82,19 @@ def build(
         digest.update(part.encode() + b"\0")
     for path in sorted(paths) + sorted(src_dir.rglob("*.h")):
         digest.update(str(path.relative_to(src_dir)).encode() + b"\0" + path.read_bytes())
-    target = cache_dir() / f"lib{name}-{digest.hexdigest()[:16]}.so"
-    if target.exists() and not force:
-        return target
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".so", dir=target.parent)
-    os.close(fd)
+    folder = cache_dir()
+    target = f"lib{name}-{digest.hexdigest()[:16]}.so"
+    if not force:
+        fd = usercache.open_entry(folder, target, LIBRARY_CAP)  # refused: warned, rebuilt
+        if fd is not None:
+            os.close(fd)
+            return Path(folder.path, target)
+    tmp = f".{name}-{secrets.token_hex(8)}.so"
+    try:  # made here (O_EXCL, no link followed) so the compiler writes a name that is ours
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                         dir_fd=folder.fd))  # fmt: skip
+    except OSError as exc:
+        raise UnsupportedError(f"building {name} failed: {folder.path}: {exc.strerror}") from exc
     pic = ["-Xcompiler", "-fPIC"] if Path(cc).name.startswith("nvcc") else ["-fPIC"]
     cmd = [
         cc,
@@ -78,19 +104,39 @@ def build(
         *(f"-I{d}" for d in (str(src_dir), *include_dirs)),
         *map(str, paths),
         "-o",
-        tmp,
+        os.path.join(folder.path, tmp),
         *ldflags,
     ]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    except OSError as exc:
-        os.unlink(tmp)
-        raise UnsupportedError(f"building {name} failed: cannot run {cc}: {exc}") from exc
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        raise UnsupportedError(f"building {name} failed: {_first_error(proc.stderr)}")
-    os.replace(tmp, target)
-    return target
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise UnsupportedError(f"building {name} failed: cannot run {cc}: {exc}") from exc
+        if proc.returncode != 0:
+            raise UnsupportedError(f"building {name} failed: {_first_error(proc.stderr)}")
+        try:
+            _seal(folder, tmp, name)
+            os.replace(tmp, target, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
+        except OSError as exc:
+            where = os.path.join(folder.path, target)
+            raise UnsupportedError(f"building {name} failed: {where}: {exc.strerror}") from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder.fd)
+        raise
+    return Path(folder.path, target)
+
+
+def _seal(folder: usercache.Folder, tmp: str, name: str) -> None:
+    """The compiler's output made 0700 whatever the umask, and on disk before it is renamed in."""
+    fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder.fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsupportedError(f"building {name} failed: the output is not a regular file")
+        os.fchmod(fd, 0o700)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _first_error(stderr: str) -> str:
@@ -106,6 +152,24 @@ def load(name: str, sources: list[str], **kwargs: object) -> ctypes.CDLL:
     """Build if needed and load once per process."""
     lib = _loaded.get(name)
     if lib is None:
-        lib = ctypes.CDLL(str(build(name, sources, **kwargs)))  # type: ignore[arg-type]
+        lib = load_library(build(name, sources, **kwargs))  # type: ignore[arg-type]
         _loaded[name] = lib
     return lib
+
+
+def load_library(path: Path) -> ctypes.CDLL:
+    """dlopen a library build() made, through a descriptor checked as the module says.
+
+    Without /proc (no /proc/self/fd to dlopen), the checked path itself is loaded: its folder
+    and every folder above were just found writable by nobody but root and this user.
+    """
+    folder = usercache.checked(str(path.parent))
+    fd = None if folder is None else usercache.open_entry(folder, path.name, LIBRARY_CAP)
+    if fd is None:
+        raise UnsupportedError(f"{path}: not loaded (missing, or not a library this user built)")
+    by_fd = f"/proc/self/fd/{fd}"
+    if not os.path.exists(by_fd):
+        os.close(fd)
+        return ctypes.CDLL(str(path))
+    _held.append(fd)
+    return ctypes.CDLL(by_fd)

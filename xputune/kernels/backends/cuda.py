@@ -70,7 +70,7 @@ class CudaBackend:
     name = "cuda"
 
     def __init__(self) -> None:
-        lib = ctypes.CDLL(str(build_cuda()))
+        lib = build.load_library(build_cuda())
         vp, i64 = ctypes.c_void_p, ctypes.c_int64
         lib.xt_cuda_copy.argtypes = [vp, vp, vp, i64, vp, ctypes.c_int, ctypes.c_int]
         lib.xt_cuda_copy_items.argtypes = [

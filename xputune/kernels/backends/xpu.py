@@ -83,7 +83,7 @@ class XpuBackend:
     name = "xpu"
 
     def __init__(self, library: Path) -> None:
-        lib = ctypes.CDLL(str(library))
+        lib = build.load_library(library)
         vp = ctypes.c_void_p
         lib.xt_xpu_copy.argtypes = [vp, vp, vp, ctypes.c_int64, ctypes.c_int, vp, ctypes.c_int]
         lib.xt_xpu_copy.restype = ctypes.c_int
