@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from xputune.cli import kernels_cmds
 from xputune.cli.entry import main
+from xputune.kernels.cases import OPERATORS
 
 runner = CliRunner()
 
@@ -92,4 +93,4 @@ def test_selftest_passes_here(app: typer.Typer) -> None:
     data = json.loads(result.output)
     assert result.exit_code == 0 and data["ok"], result.output
     tested = {r["operator"] for r in data["results"] if not r["detail"].startswith("skipped")}
-    assert len(tested) == 6
+    assert tested == set(OPERATORS) and len(tested) == 11

@@ -189,3 +189,133 @@ def test_host_fast_path_cuts_the_planners_segments(seed: int, layers: int) -> No
     ep = Endpoint("layers", slots=slots)
     assert count == plan(si, di, src=ep, dst=ep, item_size=item, num_layers=layers).count
     assert all(np.array_equal(d[di], s[si]) for s, d in zip(src, dst, strict=True))
+
+
+def _pf_pool(slots: int = 8, layers: int = 3, dim: int = 4) -> np.ndarray:
+    """A page_first pool as SGLang shapes it for MLA: (slots, layers, 1, dim)."""
+    return np.zeros((slots, layers, 1, dim), dtype=np.float32)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"src_layout_dim": 40}, "not a whole number of item_size=16 layers"),
+        ({"src_layout_dim": 32}, "not a page_first buffer of src_layout_dim=32-byte slots"),
+        ({"src_layout_dim": 0}, "src_layout_dim must be a positive int"),
+        ({"src": np.zeros((3, 8, 1, 4), np.float32)}, "not a page_first buffer"),  # layer_first
+        ({"src": _pool(pages=2, layers=3, page=4)}, "not a page_first buffer"),  # pf_direct
+        ({"layer_id": 3}, "layer_id 3 out of range for a page_first buffer of 3 layers"),
+        ({"layer_id": -1}, "layer_id -1 out of range"),
+        ({"item_size": 12}, "does not divide a row"),
+        ({"src_indices": np.array([0, 1, 2, 8])}, "src_indices holds slot 8, out of range"),
+    ],
+)
+def test_page_first_load_rejects(kwargs: dict, message: str) -> None:
+    from xputune.kernels import transfer_kv_per_layer_mla_pf_lf
+
+    args = {"src": _pf_pool(), "dst": _layer(), "src_indices": IDX, "dst_indices": IDX,
+            "layer_id": 1, "item_size": 16, "src_layout_dim": 48, **kwargs}  # fmt: skip
+    with pytest.raises(KernelArgumentError, match=message):
+        transfer_kv_per_layer_mla_pf_lf(**args)
+
+
+def test_page_first_store_checks_layers_and_both_members() -> None:
+    from xputune.kernels import transfer_kv_all_layer_lf_pf, transfer_kv_all_layer_mla_lf_pf
+
+    layers = [_layer() + i for i in range(4)]
+    pool = _pf_pool()
+    with pytest.raises(KernelArgumentError, match=r"holds 3 layers; layers 0\.\.3 requested"):
+        transfer_kv_all_layer_mla_lf_pf(layers, pool, IDX, IDX, 16, 48, 4)
+    assert not pool.any()  # nothing half done
+    with pytest.raises(KernelArgumentError, match="dst_v is not a page_first buffer"):
+        transfer_kv_all_layer_lf_pf(layers[:3], pool, layers[:3], _pf_pool(dim=8), IDX, IDX, 16,
+                                    48, 3)  # fmt: skip
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        transfer_kv_all_layer_mla_lf_pf(layers[:3], pool, IDX, IDX, 16, 48, 3, dst_slots=8)
+    read_only = _pf_pool()
+    read_only.setflags(write=False)
+    with pytest.raises(KernelArgumentError, match="read-only"):
+        transfer_kv_all_layer_mla_lf_pf(layers[:3], read_only, IDX, IDX, 16, 48, 3)
+    transfer_kv_all_layer_mla_lf_pf(layers[:3], pool, IDX, IDX[::-1].copy(), 16, 48, 3)
+    assert [pool[3 - i, layer, 0, 0] for i in range(4) for layer in range(3)] == [
+        float(layer) for _ in range(4) for layer in range(3)
+    ]
+
+
+def test_transfer_kv_direct_moves_each_pair_in_its_own_rows() -> None:
+    """K and V rows of different sizes (an asymmetric MHA model) in one call."""
+    from xputune.kernels import transfer_kv_direct
+
+    rng = np.random.default_rng(5)
+    src = [rng.random((8, 1, 4)).astype(np.float32) for _ in range(2)] + [
+        rng.random((8, 2, 3)).astype(np.float32) for _ in range(2)
+    ]
+    dst = [np.zeros_like(a) for a in src]
+    si, di = np.array([4, 5, 6, 7], np.int64), np.array([0, 1, 6, 7], np.int64)
+    transfer_kv_direct(src, dst, si, di, 2)
+    for s, d in zip(src, dst, strict=True):
+        assert np.array_equal(d[di], s[si]) and not d[2:6].any()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dst_layers": [_layer()]}, "differ in length \\(2 vs 1\\)"),
+        ({"src_layers": []}, "non-empty list"),
+        ({"src_indices": np.arange(3, dtype=np.int64)}, "differ in length"),
+        ({"page_size": 3}, "4 indices are not a whole number of 3-token pages"),
+        ({"page_size": 0}, "page_size must be a positive int"),
+        ({"dst_layers": [_layer(), _layer(dim=2)]}, "dst_layers\\[1\\] rows 8"),
+        ({"dst_indices": np.array([0, 1, 2, 8])}, "dst_indices holds slot 8, out of range"),
+    ],
+)
+def test_transfer_kv_direct_rejects(kwargs: dict, message: str) -> None:
+    from xputune.kernels import transfer_kv_direct
+
+    args = {"src_layers": [_layer(), _layer()], "dst_layers": [_layer(), _layer()],
+            "src_indices": IDX, "dst_indices": IDX, "page_size": 2, **kwargs}  # fmt: skip
+    with pytest.raises(KernelArgumentError, match=message):
+        transfer_kv_direct(**args)
+
+
+def test_transfer_kv_direct_checks_every_pair_before_moving_any() -> None:
+    """Pairs of two row sizes are two plans; a bad slot for the second moves nothing."""
+    from xputune.kernels import transfer_kv_direct
+
+    src = [_layer() + 1, np.ones((4, 1, 2), np.float32)]
+    dst = [_layer(), np.zeros((4, 1, 2), np.float32)]
+    with pytest.raises(KernelArgumentError, match="dst_indices holds slot 5, out of range for a "
+                       "buffer of 4 slots"):  # fmt: skip
+        transfer_kv_direct(src, dst, IDX, np.array([2, 3, 4, 5], np.int64), 2)
+    assert not dst[0].any() and not dst[1].any()
+
+
+class _CudaStandIn:
+    """Records which mode the operators ask a CUDA backend for (no GPU needed)."""
+
+    name = "cuda"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def copy(self, *args: object, **kwargs: object) -> int:
+        self.calls.append("segment table")
+        return 0
+
+    def copy_items(self, *args: object, **kwargs: object) -> int:
+        self.calls.append("item kernel")
+        return 1
+
+
+def test_page_first_operators_default_to_the_item_kernel_on_cuda() -> None:
+    """page_first segments are one token of one layer each: SGLang runs those operators as an
+    item kernel, and so do ours on CUDA; layer_first and direct ones submit segments."""
+    from xputune.kernels import transfer_kv_direct, transfer_kv_per_layer_mla_pf_lf
+
+    cuda = _CudaStandIn()
+    transfer_kv_per_layer_mla_pf_lf(_pf_pool(), _layer(), IDX, IDX, 1, 16, 48, backend=cuda)
+    transfer_kv_per_layer_mla(_layer(), _layer(), IDX, IDX, 16, backend=cuda)
+    transfer_kv_direct([_layer()], [_layer()], IDX, IDX, 2, backend=cuda)
+    transfer_kv_per_layer_mla_pf_lf(_pf_pool(), _layer(), IDX, IDX, 1, 16, 48, backend=cuda,
+                                    mode="direct")  # fmt: skip
+    assert cuda.calls == ["item kernel", "segment table", "segment table", "segment table"]

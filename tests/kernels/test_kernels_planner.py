@@ -19,16 +19,30 @@ SEED_TOKENS, SEED_PAGE, SEED_LAYERS, MLA_ITEM = 32768, 64, 78, 1152
 
 
 @pytest.mark.parametrize("direction", ["d2h", "h2d"])
-def test_seed_case_counts(direction: str) -> None:
-    def count(layout: str) -> int:
+@pytest.mark.parametrize("pattern", ["contiguous", "pages"])
+def test_seed_case_counts(direction: str, pattern: str) -> None:
+    """The field report's transfer (32K tokens, 78 layers, page 64, MLA 1152 B): one
+    load_to_device_per_layer call moves one layer, a whole load or backup all 78. Host slots
+    contiguous, or whole pages in any order (a paged allocator's scattered pages)."""
+    host = synthetic_indices(SEED_TOKENS, pattern, SEED_PAGE, seed=1)
+    runs = 1 + int(np.count_nonzero(np.diff(host) != 1))  # the device slots are one run
+    assert runs == (1 if pattern == "contiguous" else 511)  # two shuffled pages happen to abut
+    per_layer = {
+        "layer_first": runs,  # one copy per run
+        "page_first": SEED_TOKENS,  # a slot's next neighbour is 78 items away: one per token
+        "page_first_direct": SEED_TOKENS // SEED_PAGE,  # one per page, never merged
+    }
+
+    def count(layout: str, moved: int | None) -> int:
         return host_transfer_plan(
             layout, SEED_TOKENS, page_size=SEED_PAGE, layers=SEED_LAYERS, item_size=MLA_ITEM,
-            direction=direction,
+            pattern=pattern, direction=direction, seed=1, moved_layers=moved,
         ).count  # fmt: skip
 
-    assert count("layer_first") == SEED_LAYERS
-    assert count("page_first_direct") == SEED_TOKENS // SEED_PAGE * SEED_LAYERS == 39_936
-    assert count("page_first") == SEED_TOKENS * SEED_LAYERS
+    for layout, want in per_layer.items():
+        assert count(layout, 1) == want, layout
+        assert count(layout, None) == want * SEED_LAYERS, layout
+    assert count("page_first", None) == 2_555_904 and count("page_first_direct", None) == 39_936
 
 
 def _flat_size(ep: Endpoint, layers: int, item: int) -> int:

@@ -89,3 +89,50 @@ def test_copies_wait_for_the_stream(backend) -> None:  # type: ignore[no-untyped
     before = lib.xpu_fake_waits()
     assert backend.lib.xt_xpu_wait(None) == 0
     assert lib.xpu_fake_waits() == before + 1
+
+
+def test_page_first_submits_one_copy_per_token_per_layer(place, backend) -> None:  # type: ignore[no-untyped-def]
+    """What the planner predicts for page_first on a DMA engine: nothing merges, because a
+    slot's next neighbour in the pool is a whole token of every layer away."""
+    from xputune.kernels import transfer_kv_all_layer_mla_lf_pf, transfer_kv_per_layer_mla_pf_lf
+
+    slots, layers, dim = 16, 3, 8
+    item = dim * 4
+    pool = np.arange(slots * layers * dim, dtype=np.float32).reshape(slots, layers, 1, dim)
+    dev = [place.device(np.zeros((slots, 1, dim), np.float32)) for _ in range(layers)]
+    host_idx, dev_idx = np.arange(8, dtype=np.int64), np.arange(4, 12, dtype=np.int64)
+    pf = Endpoint("page_first", slots=slots, layers=layers)
+    before = backend.submitted
+    for layer in range(layers):
+        transfer_kv_per_layer_mla_pf_lf(
+            pool, dev[layer], host_idx, dev_idx, layer, item, layers * item, backend=backend,
+            direction="h2d",
+        )  # fmt: skip
+        assert np.array_equal(dev[layer][dev_idx, 0], pool[host_idx, layer, 0])
+    one = plan(host_idx, dev_idx, src=pf, dst=Endpoint("layers", slots=slots), item_size=item)
+    assert backend.submitted - before == one.count * layers == 8 * layers
+
+    out = np.zeros_like(pool)
+    back = host_idx[::-1].copy()
+    src_tbl = np.array([d.ctypes.data for d in dev], dtype=np.int64)
+    before = backend.submitted
+    transfer_kv_all_layer_mla_lf_pf(src_tbl, out, dev_idx, back, item, layers * item, layers,
+                                    backend=backend, direction="d2h", src_slots=slots)  # fmt: skip
+    every = plan(dev_idx, back, src=Endpoint("layers", slots=slots), dst=pf, item_size=item,
+                 num_layers=layers)  # fmt: skip
+    assert backend.submitted - before == every.count == 8 * layers
+    assert np.array_equal(out[back], pool[host_idx])
+
+
+def test_transfer_kv_direct_submits_one_copy_per_run_per_layer(place, backend) -> None:  # type: ignore[no-untyped-def]
+    from xputune.kernels import transfer_kv_direct
+
+    layers, dim = 3, 8
+    host = [np.random.default_rng(k).random((16, 1, dim)).astype(np.float32) for k in range(layers)]
+    dev = [place.device(np.zeros((16, 1, dim), np.float32)) for _ in range(layers)]
+    host_idx = np.array([0, 1, 2, 3, 8, 9, 10, 11], dtype=np.int64)  # two runs of two pages
+    dev_idx = np.arange(4, 12, dtype=np.int64)  # one run
+    before = backend.submitted
+    transfer_kv_direct(host, dev, host_idx, dev_idx, 4, backend=backend, direction="h2d")
+    assert backend.submitted - before == 2 * layers
+    assert all(np.array_equal(d[dev_idx], h[host_idx]) for h, d in zip(host, dev, strict=True))

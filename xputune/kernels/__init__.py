@@ -17,6 +17,11 @@ OPERATORS: tuple[str, ...] = (
     "transfer_kv_all_layer",
     "transfer_kv_per_layer_direct_pf_lf",
     "transfer_kv_all_layer_direct_lf_pf",
+    "transfer_kv_per_layer_mla_pf_lf",
+    "transfer_kv_all_layer_mla_lf_pf",
+    "transfer_kv_per_layer_pf_lf",
+    "transfer_kv_all_layer_lf_pf",
+    "transfer_kv_direct",
 )
 
 _LAZY: dict[str, str] = {

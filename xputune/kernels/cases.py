@@ -22,6 +22,11 @@ OPERATORS = (
     "transfer_kv_all_layer",
     "transfer_kv_per_layer_direct_pf_lf",
     "transfer_kv_all_layer_direct_lf_pf",
+    "transfer_kv_per_layer_mla_pf_lf",
+    "transfer_kv_all_layer_mla_lf_pf",
+    "transfer_kv_per_layer_pf_lf",
+    "transfer_kv_all_layer_lf_pf",
+    "transfer_kv_direct",
 )
 # The page_first_direct operators each go one way, as in SGLang.
 FIXED_DIRECTION = {
@@ -74,13 +79,18 @@ def random_geometry(rng: np.random.Generator) -> Geometry:
 def random_indices(
     rng: np.random.Generator, slots: int, count: int, page_size: int = 1, whole_pages: bool = False
 ) -> np.ndarray:
-    """Distinct slots mixing runs and scattered slots, as a paged allocator hands them out."""
+    """Distinct slots: one run, page-long runs shuffled, or scattered slots, as a paged
+    allocator hands them out (whole_pages: shuffled whole pages only)."""
     if whole_pages:
         pages = rng.permutation(slots // page_size)[: count // page_size].astype(np.int64)
         return (pages[:, None] * page_size + np.arange(page_size, dtype=np.int64)).ravel()
-    if rng.random() < 0.3:
+    draw = rng.random()
+    if draw < 0.3:
         start = int(rng.integers(0, slots - count + 1))
         return np.arange(start, start + count, dtype=np.int64)
+    if draw < 0.55:  # page-long runs in any order, cut anywhere
+        pages = rng.permutation(slots // page_size).astype(np.int64)
+        return (pages[:, None] * page_size + np.arange(page_size, dtype=np.int64)).ravel()[:count]
     return rng.permutation(slots)[:count].astype(np.int64)
 
 
@@ -99,91 +109,217 @@ class Result:
     detail: str
 
 
+@dataclass
+class _Case:
+    """One drawn case: geometry, where each side goes, the operator and its extra kwargs."""
+
+    rng: np.random.Generator
+    g: Geometry
+    place: Placement
+    op: Callable[..., Any]
+    count: int
+    mha: bool
+    src_put: Callable[[np.ndarray], Any]
+    dst_put: Callable[[np.ndarray], Any]
+    kw: dict[str, Any]
+
+    @property
+    def members(self) -> int:
+        return 2 if self.mha else 1
+
+    @property
+    def layer_shape(self) -> tuple[int, ...]:
+        return (self.g.slots, 1, self.g.row_elems)
+
+    def filled(self, shape: tuple[int, ...], n: int) -> list[np.ndarray]:
+        return [_filled(self.rng, shape, self.g.dtype) for _ in range(n)]
+
+    def indices(self, *, whole_pages: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        g = self.g
+        return (
+            random_indices(self.rng, g.slots, self.count, g.page_size, whole_pages),
+            random_indices(self.rng, g.slots, self.count, g.page_size, whole_pages),
+        )
+
+    def sides(self, objs: list[Any], per: int, as_table: bool) -> list[Any]:
+        """Each member's per-layer buffers: as a list, or as a raw address table."""
+        parts = [objs[k * per : (k + 1) * per] for k in range(self.members)]
+        if not as_table:
+            return parts
+        return [
+            self.place.table(np.array([self.place.address(o) for o in p], dtype=np.int64))
+            for p in parts
+        ]
+
+
+def _per_layer(c: _Case) -> tuple[list[Any], list[np.ndarray]]:
+    srcs, dsts = c.filled(c.layer_shape, c.members), c.filled(c.layer_shape, c.members)
+    si, di = c.indices()
+    expect = [d.copy() for d in dsts]
+    for s, e in zip(srcs, expect, strict=True):
+        ref.per_layer(s, e, si, di, c.g.item_size)
+    s_objs, d_objs = [c.src_put(a) for a in srcs], [c.dst_put(a) for a in dsts]
+    idx = (c.place.indices(si), c.place.indices(di))
+    if c.mha:
+        c.op(s_objs[0], d_objs[0], s_objs[1], d_objs[1], *idx, c.g.item_size, **c.kw)
+    else:
+        c.op(s_objs[0], d_objs[0], *idx, c.g.item_size, **c.kw)
+    return d_objs, expect
+
+
+def _all_layer(c: _Case) -> tuple[list[Any], list[np.ndarray]]:
+    g = c.g
+    srcs = c.filled(c.layer_shape, c.members * g.layers)
+    dsts = c.filled(c.layer_shape, c.members * g.layers)
+    si, di = c.indices()
+    expect = [d.copy() for d in dsts]
+    ref.all_layer(srcs, expect, si, di, g.item_size)
+    s_objs, d_objs = [c.src_put(a) for a in srcs], [c.dst_put(a) for a in dsts]
+    as_table = c.rng.random() < 0.5
+    s_sides, d_sides = c.sides(s_objs, g.layers, as_table), c.sides(d_objs, g.layers, as_table)
+    extra = {"src_slots": g.slots, "dst_slots": g.slots} if as_table else {}
+    idx = (c.place.indices(si), c.place.indices(di))
+    if c.mha:
+        c.op(s_sides[0], d_sides[0], s_sides[1], d_sides[1], *idx, g.item_size, g.layers,
+             **extra, **c.kw)  # fmt: skip
+    else:
+        c.op(s_sides[0], d_sides[0], *idx, g.item_size, g.layers, **extra, **c.kw)
+    return d_objs, expect
+
+
+def _pf_load(c: _Case) -> tuple[list[Any], list[np.ndarray]]:
+    """transfer_kv_per_layer[_mla]_pf_lf: one layer out of page_first pools (slots, L, 1, row)."""
+    g = c.g
+    srcs = c.filled((g.slots, g.layers, 1, g.row_elems), c.members)
+    dsts = c.filled(c.layer_shape, c.members)
+    si, di = c.indices()
+    layer_id = int(c.rng.integers(0, g.layers))
+    expect = [d.copy() for d in dsts]
+    for s, e in zip(srcs, expect, strict=True):
+        ref.per_layer_pf_lf(s, e, si, di, layer_id)
+    s_objs, d_objs = [c.src_put(a) for a in srcs], [c.dst_put(a) for a in dsts]
+    args = (c.place.indices(si), c.place.indices(di), layer_id, g.item_size, g.layers * g.item_size)
+    if c.mha:
+        c.op(s_objs[0], d_objs[0], s_objs[1], d_objs[1], *args, **c.kw)
+    else:
+        c.op(s_objs[0], d_objs[0], *args, **c.kw)
+    return d_objs, expect
+
+
+def _pf_store(c: _Case) -> tuple[list[Any], list[np.ndarray]]:
+    """transfer_kv_all_layer[_mla]_lf_pf: m <= L per-layer buffers into page_first pools."""
+    g = c.g
+    m = int(c.rng.integers(1, g.layers + 1))
+    srcs = c.filled(c.layer_shape, c.members * m)
+    dsts = c.filled((g.slots, g.layers, 1, g.row_elems), c.members)
+    si, di = c.indices()
+    expect = [d.copy() for d in dsts]
+    for k, e in enumerate(expect):
+        ref.all_layer_lf_pf(srcs[k * m : (k + 1) * m], e, si, di)
+    s_objs, d_objs = [c.src_put(a) for a in srcs], [c.dst_put(a) for a in dsts]
+    as_table = c.rng.random() < 0.5
+    s_sides = c.sides(s_objs, m, as_table)
+    extra = {"src_slots": g.slots} if as_table else {}
+    idx = (c.place.indices(si), c.place.indices(di))
+    dims = (g.item_size, g.layers * g.item_size, m)
+    if c.mha:
+        c.op(s_sides[0], d_objs[0], s_sides[1], d_objs[1], *idx, *dims, **extra, **c.kw)
+    else:
+        c.op(s_sides[0], d_objs[0], *idx, *dims, **extra, **c.kw)
+    return d_objs, expect
+
+
+def _direct(c: _Case) -> tuple[list[Any], list[np.ndarray]]:
+    """transfer_kv_direct: L (MLA) or 2L (K then V; V rows sometimes another size) pairs."""
+    g = c.g
+    shapes = [c.layer_shape] * g.layers
+    if c.mha:
+        v_elems = g.row_elems if c.rng.random() < 0.6 else int(c.rng.integers(1, 40))
+        shapes += [(g.slots, 1, v_elems)] * g.layers
+    srcs = [_filled(c.rng, shape, g.dtype) for shape in shapes]
+    dsts = [_filled(c.rng, shape, g.dtype) for shape in shapes]
+    si, di = c.indices()
+    expect = [d.copy() for d in dsts]
+    ref.direct(srcs, expect, si, di)
+    s_objs, d_objs = [c.src_put(a) for a in srcs], [c.dst_put(a) for a in dsts]
+    c.op(s_objs, d_objs, c.place.indices(si), c.place.indices(di), g.page_size, **c.kw)
+    return d_objs, expect
+
+
+def _pf_direct_load(c: _Case) -> tuple[list[Any], list[np.ndarray]]:
+    g = c.g
+    srcs = c.filled(_pool_shape(g), c.members)
+    m = int(c.rng.integers(1, g.layers + 1))
+    layer_id = int(c.rng.integers(0, g.layers - m + 1))
+    dsts = c.filled(c.layer_shape, c.members * m)
+    si, di = c.indices(whole_pages=True)
+    expect = [d.copy() for d in dsts]
+    ref.per_layer_direct_pf_lf(srcs, expect, si, di, layer_id, g.page_size)
+    s_objs, d_objs = [c.src_put(a) for a in srcs], [c.dst_put(a) for a in dsts]
+    c.op(s_objs, d_objs, c.place.indices(si), c.place.indices(di), layer_id, g.page_size, **c.kw)
+    return d_objs, expect
+
+
+def _pf_direct_store(c: _Case) -> tuple[list[Any], list[np.ndarray]]:
+    g = c.g
+    m = int(c.rng.integers(1, g.layers + 1))
+    srcs = c.filled(c.layer_shape, c.members * m)
+    dsts = c.filled(_pool_shape(g), c.members)
+    si, di = c.indices(whole_pages=True)
+    expect = [d.copy() for d in dsts]
+    ref.all_layer_direct_lf_pf(srcs, expect, si, di, g.page_size)
+    s_objs, d_objs = [c.src_put(a) for a in srcs], [c.dst_put(a) for a in dsts]
+    c.op(s_objs, d_objs, c.place.indices(si), c.place.indices(di), g.page_size, **c.kw)
+    return d_objs, expect
+
+
+def _pool_shape(g: Geometry) -> tuple[int, ...]:
+    return (g.slots // g.page_size, g.layers, g.page_size, 1, g.row_elems)
+
+
+_BUILDERS: dict[str, Callable[[_Case], tuple[list[Any], list[np.ndarray]]]] = {
+    "transfer_kv_per_layer_mla": _per_layer,
+    "transfer_kv_per_layer": _per_layer,
+    "transfer_kv_all_layer_mla": _all_layer,
+    "transfer_kv_all_layer": _all_layer,
+    "transfer_kv_per_layer_direct_pf_lf": _pf_direct_load,
+    "transfer_kv_all_layer_direct_lf_pf": _pf_direct_store,
+    "transfer_kv_per_layer_mla_pf_lf": _pf_load,
+    "transfer_kv_all_layer_mla_lf_pf": _pf_store,
+    "transfer_kv_per_layer_pf_lf": _pf_load,
+    "transfer_kv_all_layer_lf_pf": _pf_store,
+    "transfer_kv_direct": _direct,
+}
+# Operators with separate K and V arguments; the list-taking ones draw MLA or MHA.
+_MHA = ("transfer_kv_per_layer", "transfer_kv_all_layer", "transfer_kv_per_layer_pf_lf",
+        "transfer_kv_all_layer_lf_pf")  # fmt: skip
+_EITHER = ("transfer_kv_direct", *FIXED_DIRECTION)
+
+
 def run_case(op_name: str, direction: str, rng: np.random.Generator, place: Placement) -> Result:
     """Build one random case, run the operator and the reference, compare every output byte."""
     from xputune import kernels
 
     g = random_geometry(rng)
-    op = getattr(kernels, op_name)
-    item = g.item_size
-    pf = op_name in FIXED_DIRECTION
-    count = g.page_size * int(rng.integers(1, g.slots // g.page_size + 1)) if pf else int(
+    pages = op_name in _EITHER  # whole pages of indices, as SGLang's direct backend needs
+    count = g.page_size * int(rng.integers(1, g.slots // g.page_size + 1)) if pages else int(
         rng.integers(1, g.slots + 1)
     )  # fmt: skip
-    mha = op_name in ("transfer_kv_per_layer", "transfer_kv_all_layer") or (
-        pf and rng.random() < 0.5
-    )
-    members = 2 if mha else 1
+    mha = op_name in _MHA or (op_name in _EITHER and rng.random() < 0.5)
     src_on_dev, dst_on_dev = direction[0] == "d", direction[-1] == "d"
-    src_put = place.device if src_on_dev else place.host
-    dst_put = place.device if dst_on_dev else place.host
-    layer_shape = (g.slots, 1, g.row_elems)
-    pool_shape = (g.slots // g.page_size, g.layers, g.page_size, 1, g.row_elems)
-    kw = place.kwargs(direction)
-
-    if op_name.startswith("transfer_kv_per_layer") and not pf:
-        srcs = [_filled(rng, layer_shape, g.dtype) for _ in range(members)]
-        dsts = [_filled(rng, layer_shape, g.dtype) for _ in range(members)]
-        si, di = random_indices(rng, g.slots, count), random_indices(rng, g.slots, count)
-        expect = [d.copy() for d in dsts]
-        for s, e in zip(srcs, expect, strict=True):
-            ref.per_layer(s, e, si, di, item)
-        s_objs, d_objs = [src_put(a) for a in srcs], [dst_put(a) for a in dsts]
-        if mha:
-            op(s_objs[0], d_objs[0], s_objs[1], d_objs[1], place.indices(si), place.indices(di),
-               item, **kw)  # fmt: skip
-        else:
-            op(s_objs[0], d_objs[0], place.indices(si), place.indices(di), item, **kw)
-    elif not pf:
-        srcs = [_filled(rng, layer_shape, g.dtype) for _ in range(members * g.layers)]
-        dsts = [_filled(rng, layer_shape, g.dtype) for _ in range(members * g.layers)]
-        si, di = random_indices(rng, g.slots, count), random_indices(rng, g.slots, count)
-        expect = [d.copy() for d in dsts]
-        ref.all_layer(srcs, expect, si, di, item)
-        s_objs, d_objs = [src_put(a) for a in srcs], [dst_put(a) for a in dsts]
-        as_table = rng.random() < 0.5
-
-        def side(objs: list[Any], k: int) -> Any:
-            part = objs[k * g.layers : (k + 1) * g.layers]
-            if not as_table:
-                return part
-            return place.table(np.array([place.address(o) for o in part], dtype=np.int64))
-
-        extra = {"src_slots": g.slots, "dst_slots": g.slots} if as_table else {}
-        if mha:
-            op(side(s_objs, 0), side(d_objs, 0), side(s_objs, 1), side(d_objs, 1),
-               place.indices(si), place.indices(di), item, g.layers, **extra, **kw)  # fmt: skip
-        else:
-            op(side(s_objs, 0), side(d_objs, 0), place.indices(si), place.indices(di), item,
-               g.layers, **extra, **kw)  # fmt: skip
-    elif op_name == "transfer_kv_per_layer_direct_pf_lf":
-        srcs = [_filled(rng, pool_shape, g.dtype) for _ in range(members)]
-        m = int(rng.integers(1, g.layers + 1))
-        layer_id = int(rng.integers(0, g.layers - m + 1))
-        dsts = [_filled(rng, layer_shape, g.dtype) for _ in range(members * m)]
-        si = random_indices(rng, g.slots, count, g.page_size, whole_pages=True)
-        di = random_indices(rng, g.slots, count, g.page_size, whole_pages=True)
-        expect = [d.copy() for d in dsts]
-        ref.per_layer_direct_pf_lf(srcs, expect, si, di, layer_id, g.page_size)
-        s_objs, d_objs = [src_put(a) for a in srcs], [dst_put(a) for a in dsts]
-        op(s_objs, d_objs, place.indices(si), place.indices(di), layer_id, g.page_size, **kw)
-    else:
-        m = int(rng.integers(1, g.layers + 1))
-        srcs = [_filled(rng, layer_shape, g.dtype) for _ in range(members * m)]
-        dsts = [_filled(rng, pool_shape, g.dtype) for _ in range(members)]
-        si = random_indices(rng, g.slots, count, g.page_size, whole_pages=True)
-        di = random_indices(rng, g.slots, count, g.page_size, whole_pages=True)
-        expect = [d.copy() for d in dsts]
-        ref.all_layer_direct_lf_pf(srcs, expect, si, di, g.page_size)
-        s_objs, d_objs = [src_put(a) for a in srcs], [dst_put(a) for a in dsts]
-        op(s_objs, d_objs, place.indices(si), place.indices(di), g.page_size, **kw)
+    case = _Case(
+        rng, g, place, getattr(kernels, op_name), count, mha,
+        place.device if src_on_dev else place.host, place.device if dst_on_dev else place.host,
+        place.kwargs(direction),
+    )  # fmt: skip
+    d_objs, expect = _BUILDERS[op_name](case)
 
     place.sync()
     got = [place.to_numpy(o) for o in d_objs]
     bad = sum(int(not np.array_equal(a.view(np.uint8), b.view(np.uint8)))
               for a, b in zip(got, expect, strict=True))  # fmt: skip
     detail = (
-        f"{count} tokens, {g.layers} layers, item {item} B, page {g.page_size}, "
+        f"{count} tokens, {g.layers} layers, item {g.item_size} B, page {g.page_size}, "
         f"{'MHA' if mha else 'MLA'}, {np.dtype(g.dtype).name}"
     )
     if bad:

@@ -5,12 +5,20 @@ unless MLA), item_size bytes per token per layer. Buffers are numpy arrays (host
 tensors (host, CUDA, or Kunlunxin's CUDA-posing device); the SGLang plugin can drop these in for
 sgl_kernel.kvcacheio where that package is CUDA-only.
 
+Host layouts (--hicache-mem-layout): layer_first pools are per-layer buffers to these operators
+(transfer_kv_per_layer*, transfer_kv_all_layer*, and transfer_kv_direct for --hicache-io-backend
+direct); page_first pools (slots, L, ...) are one buffer whose slots are layout_dim bytes apart
+(transfer_kv_per_layer*_pf_lf loads one layer, transfer_kv_all_layer*_lf_pf writes all back);
+page_first_direct pools (pages, L, page_size, ...) move page by page (*_direct_pf_lf / _lf_pf).
+
 Each call validates, plans segments (planner.py), and hands the table to a backend: the
 machine's device backend, or, when both sides are host memory, the host backend, which cuts the
 same segments itself in C (host_copy.c) and copies them as it finds them. Keyword-only extras that
 SGLang does not have:
   backend  "host" | "cuda" | "xpu" or a backend object (default: chosen from the buffers)
-  mode     "direct" (segment table; default) or "kernel" (CUDA item kernel, pinned host memory)
+  mode     "direct" (segment table) or "kernel" (CUDA item kernel, pinned host memory). Default:
+           direct, except the page_first operators on CUDA, which SGLang runs as item kernels
+           too: their segments are one token of one layer each, a DMA submission apiece
   direction "h2d" | "d2h" | "d2d" | "h2h"; needed by the XPU backend for raw address tables
   stream   a raw stream handle (default: torch's current stream on a device, else our own)
   sync     wait before returning (default: yes on the host or without a caller's stream)
@@ -31,6 +39,7 @@ from xputune.kernels import backends as _backends
 from xputune.kernels.buffers import (
     Buffer,
     LayerTable,
+    check_item_size,
     describe,
     layer_table,
     tensor_on_device,
@@ -39,6 +48,7 @@ from xputune.kernels.planner import (
     Endpoint,
     KernelArgumentError,
     as_index_array,
+    check_indices,
     check_request,
     plan,
 )
@@ -49,10 +59,15 @@ if TYPE_CHECKING:
 __all__ = [
     "transfer_kv_all_layer",
     "transfer_kv_all_layer_direct_lf_pf",
+    "transfer_kv_all_layer_lf_pf",
     "transfer_kv_all_layer_mla",
+    "transfer_kv_all_layer_mla_lf_pf",
+    "transfer_kv_direct",
     "transfer_kv_per_layer",
     "transfer_kv_per_layer_direct_pf_lf",
     "transfer_kv_per_layer_mla",
+    "transfer_kv_per_layer_mla_pf_lf",
+    "transfer_kv_per_layer_pf_lf",
 ]
 
 _DEFAULT_WARPS = 32
@@ -130,7 +145,10 @@ def _run(
     block_quota: int,
     num_warps_per_block: int,
     opts: dict[str, Any],
+    item_kernel: bool = False,
 ) -> None:
+    """Validate, pick the backend and mode, plan and copy. item_kernel: SGLang runs this
+    operator as an item kernel (page_first), so CUDA defaults to kernel mode for it."""
     unknown = set(opts) - {"backend", "mode", "direction", "stream", "sync"}
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
@@ -158,7 +176,9 @@ def _run(
     sync = opts.get("sync")
     if sync is None:
         sync = backend.name == "host" or stream is None
-    mode = opts.get("mode", "direct")
+    mode = opts.get("mode")
+    if mode is None:
+        mode = "kernel" if item_kernel and backend.name == "cuda" else "direct"
     if mode not in _MODES:
         raise KernelArgumentError(f"mode must be direct or kernel, got {mode!r}")
     if si.shape[0] == 0:
@@ -434,3 +454,217 @@ def _per_layer_side(bufs: list[Buffer], item: int, members: int, name: str) -> _
         for k in range(members)
     ]
     return _Side(Endpoint("layers", slots=slots), bases, kinds.pop(), [b.obj for b in bufs])
+
+
+# --- page_first host pools: (slots, L, ...), one slot every layout_dim bytes ---------------------
+
+
+def _page_first_side(
+    bufs: Sequence[Buffer], names: Sequence[str], item_size: int, layout_dim: int, dim_name: str,
+    first_layer: int = 0,
+) -> _Side:  # fmt: skip
+    """K (and V) page_first buffers: slot s of layer l at s * layout_dim + l * item_size.
+
+    layout_dim is what SGLang passes (bytes of one token over all layers); it must be a whole
+    number of item_size-byte layers and the buffers' row, so a layer_first or page_first_direct
+    pool handed in by mistake is refused instead of read at the wrong strides.
+    """
+    for b, name in zip(bufs, names, strict=True):
+        check_item_size(b, item_size, name)
+    if not isinstance(layout_dim, int) or isinstance(layout_dim, bool) or layout_dim <= 0:
+        raise KernelArgumentError(f"{dim_name} must be a positive int, got {layout_dim!r}")
+    if layout_dim % item_size:
+        raise KernelArgumentError(
+            f"{dim_name} {layout_dim} is not a whole number of item_size={item_size} layers"
+        )
+    for b, name in zip(bufs, names, strict=True):
+        row = b.row_bytes() if len(b.shape) > 1 else layout_dim
+        if b.nbytes % layout_dim or row != layout_dim:
+            raise KernelArgumentError(
+                f"{name} is not a page_first buffer of {dim_name}={layout_dim}-byte slots "
+                f"(shape {b.shape}, {row} bytes per row)"
+            )
+    layers = layout_dim // item_size
+    if (
+        not isinstance(first_layer, int)
+        or isinstance(first_layer, bool)
+        or not (0 <= first_layer < layers)
+    ):
+        raise KernelArgumentError(
+            f"layer_id {first_layer!r} out of range for a page_first buffer of {layers} layers"
+        )
+    if len({b.on_device for b in bufs}) > 1:
+        raise KernelArgumentError(f"{' and '.join(names)} are not on the same device")
+    return _Side(
+        Endpoint("page_first", slots=min(b.nbytes // layout_dim for b in bufs), layers=layers,
+                 first_layer=first_layer),
+        [_bases(b.address) for b in bufs], bufs[0].on_device, [b.obj for b in bufs],
+    )  # fmt: skip
+
+
+def transfer_kv_per_layer_mla_pf_lf(
+    src: Any,
+    dst: Any,
+    src_indices: Any,
+    dst_indices: Any,
+    layer_id: int,
+    item_size: int,
+    src_layout_dim: int,
+    block_quota: int = 2,
+    num_warps_per_block: int = _DEFAULT_WARPS,
+    **opts: Any,
+) -> None:
+    """Load one layer of MLA KV from a page_first pool: dst[dst_indices[i]] =
+    src[src_indices[i], layer_id], src slots src_layout_dim bytes apart."""
+    s, d = describe(src, "src"), describe(dst, "dst", writable=True)
+    src_side = _page_first_side([s], ["src"], item_size, src_layout_dim, "src_layout_dim",
+                                layer_id)  # fmt: skip
+    _run(
+        src_side, _layer_side([d], item_size, ["dst"]), src_indices, dst_indices,
+        item_size=item_size, num_layers=1, block_quota=block_quota,
+        num_warps_per_block=num_warps_per_block, opts=opts, item_kernel=True,
+    )  # fmt: skip
+
+
+def transfer_kv_per_layer_pf_lf(
+    src_k: Any,
+    dst_k: Any,
+    src_v: Any,
+    dst_v: Any,
+    src_indices: Any,
+    dst_indices: Any,
+    layer_id: int,
+    item_size: int,
+    src_layout_dim: int,
+    block_quota: int = 2,
+    num_warps_per_block: int = _DEFAULT_WARPS,
+    **opts: Any,
+) -> None:
+    """One layer of MHA KV from page_first K and V pools, each as in the MLA form."""
+    sk, sv = describe(src_k, "src_k"), describe(src_v, "src_v")
+    dk, dv = describe(dst_k, "dst_k", writable=True), describe(dst_v, "dst_v", writable=True)
+    src_side = _page_first_side([sk, sv], ["src_k", "src_v"], item_size, src_layout_dim,
+                                "src_layout_dim", layer_id)  # fmt: skip
+    _run(
+        src_side, _layer_side([dk, dv], item_size, ["dst_k", "dst_v"]), src_indices,
+        dst_indices, item_size=item_size, num_layers=1, block_quota=block_quota,
+        num_warps_per_block=num_warps_per_block, opts=opts, item_kernel=True,
+    )  # fmt: skip
+
+
+def transfer_kv_all_layer_mla_lf_pf(
+    src_layers: Any,
+    dst: Any,
+    src_indices: Any,
+    dst_indices: Any,
+    item_size: int,
+    dst_layout_dim: int,
+    num_layers: int,
+    block_quota: int = 2,
+    num_warps_per_block: int = _DEFAULT_WARPS,
+    **opts: Any,
+) -> None:
+    """Write every layer of MLA KV back into a page_first pool: dst[dst_indices[i], l] =
+    src_layers[l][src_indices[i]]. src_layers: an address table or a list of layer buffers."""
+    s_slots = opts.pop("src_slots", None)
+    _check_num_layers(num_layers)
+    src = _table_side([layer_table(src_layers, num_layers, item_size, "src_layers", s_slots)])
+    d = describe(dst, "dst", writable=True)
+    _run(
+        src, _page_first_side([d], ["dst"], item_size, dst_layout_dim, "dst_layout_dim"),
+        src_indices, dst_indices, item_size=item_size, num_layers=num_layers,
+        block_quota=block_quota, num_warps_per_block=num_warps_per_block, opts=opts,
+        item_kernel=True,
+    )  # fmt: skip
+
+
+def transfer_kv_all_layer_lf_pf(
+    src_k_layers: Any,
+    dst_k: Any,
+    src_v_layers: Any,
+    dst_v: Any,
+    src_indices: Any,
+    dst_indices: Any,
+    item_size: int,
+    dst_layout_dim: int,
+    num_layers: int,
+    block_quota: int = 2,
+    num_warps_per_block: int = _DEFAULT_WARPS,
+    **opts: Any,
+) -> None:
+    """Every layer of MHA KV into page_first K and V pools, each as
+    transfer_kv_all_layer_mla_lf_pf."""
+    s_slots = opts.pop("src_slots", None)
+    _check_num_layers(num_layers)
+    src = _table_side([
+        layer_table(src_k_layers, num_layers, item_size, "src_k_layers", s_slots),
+        layer_table(src_v_layers, num_layers, item_size, "src_v_layers", s_slots),
+    ])  # fmt: skip
+    dk, dv = describe(dst_k, "dst_k", writable=True), describe(dst_v, "dst_v", writable=True)
+    dst = _page_first_side([dk, dv], ["dst_k", "dst_v"], item_size, dst_layout_dim,
+                           "dst_layout_dim")  # fmt: skip
+    _run(
+        src, dst, src_indices, dst_indices, item_size=item_size, num_layers=num_layers,
+        block_quota=block_quota, num_warps_per_block=num_warps_per_block, opts=opts,
+        item_kernel=True,
+    )  # fmt: skip
+
+
+# --- transfer_kv_direct: --hicache-io-backend direct with a layer_first pool ----------------------
+
+
+def transfer_kv_direct(
+    src_layers: Any,
+    dst_layers: Any,
+    src_indices: Any,
+    dst_indices: Any,
+    page_size: int,
+    **opts: Any,
+) -> None:
+    """dst_layers[j][dst_indices[i]] = src_layers[j][src_indices[i]] for every buffer pair j, a
+    row (one token slot: the buffer's first axis) at a time, one copy per maximal run per pair.
+
+    As in sgl_kernel, the pairs are whatever the caller lists (MHA passes K buffers, then V
+    buffers), each pair moves rows of its own size, and the index count must be a whole number
+    of pages, while runs may cross page boundaries. Pairs of one row size share one plan.
+    """
+    _check_page_size(page_size)
+    si, di = as_index_array(src_indices, "src_indices"), as_index_array(dst_indices, "dst_indices")
+    for objs, name in ((src_layers, "src_layers"), (dst_layers, "dst_layers")):
+        if not isinstance(objs, Sequence) or isinstance(objs, (str, bytes)) or not objs:
+            raise KernelArgumentError(f"{name} must be a non-empty list of per-layer buffers")
+    if len(src_layers) != len(dst_layers):
+        raise KernelArgumentError(
+            f"src_layers and dst_layers differ in length ({len(src_layers)} vs {len(dst_layers)})"
+        )
+    check_request(si, di, 1, 1)
+    if si.shape[0] % page_size:
+        raise KernelArgumentError(
+            f"{si.shape[0]} indices are not a whole number of {page_size}-token pages"
+        )
+    src_bufs = [describe(o, f"src_layers[{j}]") for j, o in enumerate(src_layers)]
+    dst_bufs = [describe(o, f"dst_layers[{j}]", writable=True) for j, o in enumerate(dst_layers)]
+    groups: dict[int, list[int]] = {}
+    for j, (s, d) in enumerate(zip(src_bufs, dst_bufs, strict=True)):
+        if s.row_bytes() != d.row_bytes():
+            raise KernelArgumentError(
+                f"src_layers[{j}] rows are {s.row_bytes()} bytes, dst_layers[{j}] rows "
+                f"{d.row_bytes()}"
+            )
+        groups.setdefault(s.row_bytes(), []).append(j)
+    # Every pair is checked before the first one moves (nothing half done on a bad pair).
+    runs = [
+        (
+            _per_layer_side([src_bufs[j] for j in pairs], item, 1, "src_layers"),
+            _per_layer_side([dst_bufs[j] for j in pairs], item, 1, "dst_layers"),
+            item, len(pairs),
+        )
+        for item, pairs in groups.items()
+    ]  # fmt: skip
+    if len(runs) > 1:
+        for src, dst, _, _ in runs:
+            check_indices(si, src.endpoint, "src_indices")
+            check_indices(di, dst.endpoint, "dst_indices")
+    for src, dst, item, m in runs:
+        _run(src, dst, si, di, item_size=item, num_layers=m, block_quota=2,
+             num_warps_per_block=_DEFAULT_WARPS, opts=opts)  # fmt: skip

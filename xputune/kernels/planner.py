@@ -330,12 +330,14 @@ def host_transfer_plan(
     pattern: str = "contiguous",
     direction: str = "d2h",
     seed: int = 0,
+    moved_layers: int | None = None,
 ) -> SegmentPlan:
     """The plan SGLang's direct backend would submit to move `tokens` between HBM and a host pool.
 
-    The device side is a table of per-layer buffers; the host side is `layout`. Device slots are
-    contiguous (a request's KV as the device allocator hands it out, page-aligned); host slots
-    follow `pattern`.
+    The device side is a table of per-layer buffers; the host side is `layout`, a pool of
+    `layers` layers of which the first `moved_layers` (default: all) move, e.g. 1 for one
+    per-layer load. Device slots are contiguous (a request's KV as the device allocator hands it
+    out, page-aligned); host slots follow `pattern`.
     """
     if layout not in HOST_LAYOUTS:
         raise KernelArgumentError(
@@ -348,8 +350,9 @@ def host_transfer_plan(
     slots = -(-tokens // page_size) * page_size
     host = Endpoint(layout, slots=slots, layers=layers, page_size=page_size)
     dev = Endpoint("layers", slots=slots)
+    moved = layers if moved_layers is None else moved_layers
     if direction == "d2h":
-        return plan(dev_idx, host_idx, src=dev, dst=host, item_size=item_size, num_layers=layers)
+        return plan(dev_idx, host_idx, src=dev, dst=host, item_size=item_size, num_layers=moved)
     if direction == "h2d":
-        return plan(host_idx, dev_idx, src=host, dst=dev, item_size=item_size, num_layers=layers)
+        return plan(host_idx, dev_idx, src=host, dst=dev, item_size=item_size, num_layers=moved)
     raise KernelArgumentError(f"direction must be h2d or d2h, got {direction!r}")

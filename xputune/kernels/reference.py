@@ -34,6 +34,40 @@ def all_layer(
         per_layer(s, d, src_idx, dst_idx, item_size)
 
 
+def _page_first(pool: np.ndarray) -> np.ndarray:
+    """(slots, L, item) byte view of a page_first pool (slots, L, ...)."""
+    return pool.reshape(-1).view(np.uint8).reshape(pool.shape[0], pool.shape[1], -1)
+
+
+def per_layer_pf_lf(
+    src_pool: np.ndarray, dst: np.ndarray, src_idx: np.ndarray, dst_idx: np.ndarray, layer_id: int
+) -> None:
+    """dst[dst_idx[i]] = src_pool[src_idx[i], layer_id]."""
+    view = _page_first(src_pool)
+    _rows(dst, view.shape[-1])[dst_idx] = view[src_idx, layer_id]
+
+
+def all_layer_lf_pf(
+    src_layers: Sequence[np.ndarray], dst_pool: np.ndarray, src_idx: np.ndarray,
+    dst_idx: np.ndarray,
+) -> None:  # fmt: skip
+    """dst_pool[dst_idx[i], l] = src_layers[l][src_idx[i]] for each given layer l."""
+    view = _page_first(dst_pool)
+    for layer, src in enumerate(src_layers):
+        view[dst_idx, layer] = _rows(src, view.shape[-1])[src_idx]
+
+
+def direct(
+    src_layers: Sequence[np.ndarray],
+    dst_layers: Sequence[np.ndarray],
+    src_idx: np.ndarray,
+    dst_idx: np.ndarray,
+) -> None:
+    """Each pair moves its own rows (first axis): dst[dst_idx[i]] = src[src_idx[i]]."""
+    for s, d in zip(src_layers, dst_layers, strict=True):
+        per_layer(s, d, src_idx, dst_idx, s.nbytes // s.shape[0])
+
+
 def _pf_tokens(pool: np.ndarray, page_size: int) -> np.ndarray:
     """(page_num, L, page_size, item) byte view of a page_first_direct pool."""
     pages, layers = pool.shape[0], pool.shape[1]
