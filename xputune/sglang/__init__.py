@@ -29,11 +29,15 @@ switch on, "0" or empty leaves it off, any other value stops the process with on
   XPUTUNE_HICACHE_TP_SHARED=1   MLA host KV shared by the TP group in one /dev/shm buffer;
                                 only TP rank 0 writes it. Implies the LIFO allocator (its
                                 decisions are cross-checked between ranks).
-  XPUTUNE_HICACHE_KERNELS=1     the host pools' layer_first copies use xputune.kernels'
-                                operators: transfer_kv_per_layer_mla / _all_layer_mla (MLA),
-                                transfer_kv_per_layer / _all_layer (MHA, K and V)
-                                (with --hicache-io-backend kernel --hicache-mem-layout
-                                layer_first).
+  XPUTUNE_HICACHE_KERNELS=1     the host pools' copies use xputune.kernels' operators (same
+                                names as sgl_kernel.kvcacheio, counted as kernel_<name>):
+                                layer_first and page_first with --hicache-io-backend kernel
+                                (transfer_kv_per_layer[_mla], _all_layer[_mla], and their
+                                _pf_lf / _lf_pf forms), layer_first and page_first_direct
+                                with --hicache-io-backend direct (transfer_kv_direct,
+                                transfer_kv_*_direct_pf_lf / _lf_pf); the pools' JIT paths
+                                are switched off. L3 stores such as mooncake rewrite
+                                layer_first to page_first / page_first_direct: both served.
   XPUTUNE_HICACHE_HOST_BUFFER=1 the host KV buffer is an xputune HostBuffer (registered with
                                 the device runtime where there is one, plain memory on a
                                 CPU-only host, where SGLang's own cudaHostRegister fails).

@@ -108,17 +108,28 @@ def _check_pool(pool: Any, features: tuple[str, ...], io_backend: str | None) ->
         problems.append(f"host_alloc: {name}'s KV buffer was not allocated by xputune")
     module = sys.modules.get(type(pool).__module__)
     layout = getattr(pool, "layout", None)
-    if "kernels" in features and layout == "layer_first" and io_backend == "kernel":
-        for op in kernel_hooks.operators_for(pool):
+    served = kernel_hooks.operators_for(pool, layout, io_backend or "")
+    if "kernels" in features and served:
+        for op in served:
             if not kernel_hooks.is_ours(getattr(module, op, None)):
                 problems.append(f"kernels: {type(pool).__module__}.{op} is not xputune's")
-    elif module is not None and not hasattr(module, STOCK_PROBE) and io_backend != "kernel_ascend":
+        if layout != "layer_first" and kernel_hooks.layer_sharded(pool):
+            problems.append(
+                f"kernels: {name} shards its device layers over ranks and backs them up layer "
+                f"by layer, which SGLang does without its JIT kernels for layer_first only, not "
+                f"for --hicache-mem-layout {layout}"
+            )
+    elif (
+        module is not None
+        and io_backend != "kernel_ascend"
+        and kernel_hooks.stock_operator(module, STOCK_PROBE) is None
+    ):
         # SGLang imports its own copy operators only with CUDA/HIP: without them, the first
         # backup would stop the server with a NameError.
         problems.append(
             f"copies: {name} has no copy operators here for --hicache-mem-layout {layout} "
             f"--hicache-io-backend {io_backend} (sgl_kernel.kvcacheio is CUDA/HIP-only); "
-            "xputune's kernels feature serves layer_first with --hicache-io-backend kernel"
+            f"xputune's kernels feature serves {kernel_hooks.SERVED_TEXT}"
         )
     return problems
 
