@@ -81,3 +81,64 @@ def test_rmdir_keeps_non_empty_directories(box):
     assert not view.rmdir("/etc/a")
     assert view.remove("/etc/a/b") and view.rmdir("/etc/a")
     assert not (root / "etc/a").exists()
+
+
+@pytest.fixture
+def sysfs_like(tmp_path):
+    """A tree with a sysfs-style link inside it, and a copy of its device outside."""
+    root = tmp_path / "tree"
+    dev = root / "sys/devices/pci0000:00/0000:00:01.0"
+    dev.mkdir(parents=True)
+    (dev / "config").write_bytes(b"\x00" * 64)
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    os.symlink("../../../devices/pci0000:00/0000:00:01.0", root / "sys/bus/pci/devices/d")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "config").write_bytes(b"\x00" * 64)
+    return root, outside
+
+
+def _swap(folder, target) -> None:
+    os.rename(folder, str(folder) + ".hide")
+    os.symlink(target, folder)
+
+
+def test_write_bytes_follows_links_inside_the_tree_and_writes_by_descriptor(sysfs_like):
+    root, _ = sysfs_like
+    view = DirView(str(root))
+    view.write_bytes("/sys/bus/pci/devices/d/config", b"\x01", offset=4)
+    assert (root / "sys/devices/pci0000:00/0000:00:01.0/config").read_bytes()[4] == 1
+
+
+@pytest.mark.parametrize(
+    "swapped", ["sys/devices/pci0000:00", "sys/devices/pci0000:00/0000:00:01.0"]
+)
+def test_a_directory_swapped_after_resolving_is_refused_not_followed(sysfs_like, swapped):
+    root, outside = sysfs_like
+    view = DirView(str(root))
+    path = "/sys/bus/pci/devices/d/config"
+    view.realpath(path)  # resolved (and remembered) while the tree was as it should be
+    target = outside if swapped.endswith("01.0") else outside.parent / "pci-outside"
+    if not swapped.endswith("01.0"):
+        os.makedirs(target / "0000:00:01.0")
+        (target / "0000:00:01.0/config").write_bytes(b"\x00" * 64)
+    _swap(root / swapped, target)
+    with pytest.raises(HostError, match="symlink; refusing to write through it"):
+        view.write_bytes(path, b"\xff" * 4, offset=0)
+    with pytest.raises(HostError, match="moved while being opened"):
+        view.read_bytes(path)  # nor read through it: a rollback must not verify outside
+    assert (outside / "config").read_bytes() == b"\x00" * 64
+    assert not any(b"\xff" in p.read_bytes() for p in target.rglob("config"))
+
+
+def test_the_value_itself_swapped_for_a_link_is_refused(sysfs_like):
+    root, outside = sysfs_like
+    view = DirView(str(root))
+    path = "/sys/devices/pci0000:00/0000:00:01.0/config"
+    view.realpath(path)
+    real = root / path.lstrip("/")
+    os.unlink(real)
+    os.symlink(outside / "config", real)
+    with pytest.raises(HostError, match="symlink"):
+        view.write_bytes(path, b"x")
+    assert (outside / "config").read_bytes() == b"\x00" * 64

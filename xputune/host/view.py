@@ -13,6 +13,7 @@ import errno
 import os
 import posixpath
 import stat
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
@@ -45,6 +46,8 @@ DEFAULT_READ_CAP = 16 * MiB
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: Never wait (a FIFO), never take a terminal, never follow a link swapped in after resolving.
 _OPEN_FLAGS = os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | _NOFOLLOW
+#: A directory of a walk from the root: never through a symlink.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | _NOFOLLOW
 _NUL_AND_SPACE = "\0 \t\n\r\x0b\x0c"
 
 
@@ -295,7 +298,14 @@ class DirView(HostView):
         hops[0] += 1
         if hops[0] > MAX_SYMLINKS:
             raise SymlinkLoopError(f"{self.label}: symlink loop at {original}")
-        target = os.readlink(self.root + candidate)
+        try:
+            target = os.readlink(self.root + candidate)
+        except (FileNotFoundError, NotADirectoryError):
+            raise FileNotFoundError(errno.ENOENT, "no such file", original) from None
+        except OSError as exc:  # EINVAL: no longer a link; the tree changes under us
+            raise HostError(
+                f"{self.label}: {shown(candidate)} changed while being resolved"
+            ) from exc
         if target.startswith("/"):
             raise RootEscapeError(
                 f"{self.label}: symlink {shown(candidate)} -> {shown(target)} "
@@ -319,7 +329,7 @@ class DirView(HostView):
         """Open without waiting, check with fstat, read to EOF under the path's cap."""
         self._refuse_special(real)
         try:
-            fd = os.open(self._fs(real), os.O_RDONLY | _OPEN_FLAGS)
+            fd = self._open_read(real)
         except OSError as exc:
             if exc.errno == errno.ENXIO:  # a socket
                 raise _not_regular(self.label, real, "a socket") from None
@@ -361,6 +371,10 @@ class DirView(HostView):
         """Write through the root; `offset` writes in place (config space), else truncates.
 
         One write call: a sysfs store sees the whole value at once, as `echo` gives it.
+        The path is resolved as for a read (a sysfs tree legitimately holds symlinks inside
+        the root), then its real path, which has none left, is opened by descriptor: walked
+        from the root one directory at a time, O_NOFOLLOW. A directory swapped for a symlink
+        after resolving is refused (one HostError), never written through.
         """
         real = self.realpath(path)
         try:
@@ -390,9 +404,10 @@ class DirView(HostView):
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         try:
             self._refuse_special(real)
-            fd = os.open(self._fs(real), flags | _OPEN_FLAGS, 0o644)
         except UnreadableValueError as exc:
             raise self._not_writable(path) from exc
+        try:
+            fd = self._open_resolved(real, flags)  # a swapped directory: HostError, one line
         except OSError as exc:
             if exc.errno == errno.ENXIO:  # a FIFO with no reader, or a socket
                 raise self._not_writable(path) from None
@@ -442,47 +457,102 @@ class DirView(HostView):
         return created[::-1]
 
     def _walk(self, path: str, create: bool, mode: int, created: list[str] | None) -> int:
+        """Open each component relative to its parent's descriptor, O_NOFOLLOW: one openat
+        per directory; a lstat only to word a refusal."""
         names = self._components(path)
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(self.root, _DIR_FLAGS)
         here = ""
         try:
             for name in names:
                 here = f"{here}/{name}"
                 try:
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
                         raise FileNotFoundError(errno.ENOENT, "no such directory", here) from None
-                    try:
-                        os.mkdir(name, mode, dir_fd=fd)
-                        made = True
-                    except FileExistsError:  # a concurrent writer made it first
-                        made = False
-                    if made and created is not None:
-                        created.append(here)
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                    if made and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
-                        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=fd)
-                        os.fchmod(sub, mode)
-                        os.close(sub)
-                if stat.S_ISLNK(st.st_mode):
-                    raise self._symlink_refused(here)
-                if not stat.S_ISDIR(st.st_mode):
-                    raise HostError(f"{self.label}: {shown(here)} is not a directory")
-                try:
-                    sub = os.open(
-                        name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | _NOFOLLOW, dir_fd=fd
-                    )
+                    sub = self._make_dir(fd, name, here, mode, created)
                 except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise self._symlink_refused(here) from None
-                    raise
+                    raise self._not_a_dir(fd, name, here, exc) from None
                 os.close(fd)
                 fd = sub
         except BaseException:
             os.close(fd)
             raise
         return fd
+
+    def _make_dir(self, fd: int, name: str, here: str, mode: int, created: list[str] | None) -> int:
+        """mkdir `name` in `fd` with exactly `mode` (fchmod on its descriptor: the umask
+        does not count); a descriptor on it. A concurrent writer may have made it first."""
+        try:
+            os.mkdir(name, mode, dir_fd=fd)
+            made = True
+        except FileExistsError:
+            made = False
+        try:
+            sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            raise self._not_a_dir(fd, name, here, exc) from None
+        if made:
+            if created is not None:
+                created.append(here)
+            if stat.S_IMODE(os.fstat(sub).st_mode) != mode:
+                os.fchmod(sub, mode)
+        return sub
+
+    def _not_a_dir(self, fd: int, name: str, here: str, exc: OSError) -> Exception:
+        """What a failed O_NOFOLLOW|O_DIRECTORY open of `name` means, in one line."""
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            return exc
+        try:
+            link = stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+        except OSError:
+            link = False
+        if link:
+            return self._symlink_refused(here)
+        return HostError(f"{self.label}: {shown(here)} is not a directory")
+
+    def _open_read(self, real: str) -> int:
+        """A read descriptor on the resolved path `real`.
+
+        Under a tree others may change, a directory swapped for a symlink between resolving
+        and opening would let the read follow it out of the root (and a rollback verify what
+        it restored against a file outside). Walking every read O_NOFOLLOW costs a probe
+        half its discovery time, so the path is opened as one and the descriptor is checked
+        instead: the kernel's own name for it (/proc/self/fd) must be the path inside the
+        root; else one HostError. Without /proc, the walk.
+        """
+        if self.live:
+            return os.open(self._fs(real), os.O_RDONLY | _OPEN_FLAGS)
+        path = self.root + real
+        fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+        try:
+            opened = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            opened = None
+        if opened == path:
+            return fd
+        os.close(fd)
+        if opened is None:
+            return self._open_resolved(real, os.O_RDONLY)
+        raise HostError(
+            f"{self.label}: {shown(real)} was moved while being opened (a directory swapped "
+            "for a symlink?); not reading it"
+        )
+
+    def _open_resolved(self, real: str, flags: int) -> int:
+        """Open the resolved path `real` (no symlink left in it) from the root, every
+        directory O_NOFOLLOW: a directory swapped for a symlink since it was resolved is
+        refused (HostError), never followed out of the root."""
+        folder, _, name = real.rpartition("/")
+        dir_fd = self._walk(folder or "/", False, 0, None)
+        try:
+            return os.open(name, flags | _OPEN_FLAGS, 0o644, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # the file itself swapped for a symlink
+                raise self._symlink_refused(real) from None
+            raise
+        finally:
+            os.close(dir_fd)
 
     def _parent(self, path: str, create: bool = False, mode: int = 0o755) -> tuple[int, str]:
         folder, _, name = path.rstrip("/").rpartition("/")
@@ -634,53 +704,92 @@ class DirView(HostView):
         return created
 
 
-#: Temporary files of write_replace_at: "<name>.tmp.<pid>".
+#: Temporary files of write_replace_at: "<name>.tmp.<pid>", or ".<name>.tmp.<pid>" when hidden.
 TMP_MARK = ".tmp."
 
 
-def write_replace_at(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+def tmp_name(name: str, hidden: bool = False) -> str:
+    """The temporary file write_replace_at writes `name` through, in the same directory.
+
+    `hidden` puts a dot in front, for folders other programs read while we write: NFD's
+    worker skips dot files and node_exporter reads only *.prom, so neither sees a half file.
+    """
+    return f"{'.' if hidden else ''}{name}{TMP_MARK}{os.getpid()}"
+
+
+def write_replace_at(dir_fd: int, name: str, data: bytes, mode: int, hidden: bool = False) -> None:
     """Replace `name` in the directory `dir_fd` so a crash leaves the old or the new file.
 
-    The temporary file is created O_EXCL|O_NOFOLLOW (a planted file or link is never
-    written through), given `mode` whatever the umask, fsynced, renamed over, and the
-    directory fsynced so the rename survives a power cut. A failure removes it again.
+    The temporary file (tmp_name) is created O_EXCL|O_NOFOLLOW (a planted file or link is
+    never written through), given `mode` on its descriptor whatever the umask (fchmod: a
+    name swapped for a symlink cannot redirect it), fsynced, renamed over (a symlink planted
+    at `name` is replaced, never followed), and the directory fsynced so the rename survives
+    a power cut. A failure removes it again. HostError when what the rename put in place is
+    not the file we wrote (the folder's owner swapped the temporary name).
     """
-    tmp = f"{name}{TMP_MARK}{os.getpid()}"
+    tmp = tmp_name(name, hidden)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp, dir_fd=dir_fd)  # our own leftover (same pid after a kill: pid reuse)
     fd = os.open(
         tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | _NOFOLLOW, mode, dir_fd=dir_fd
     )
+    renamed = False
     try:
         os.fchmod(fd, mode)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
-        os.close(fd)
-        fd = -1
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        renamed = True
+        os.fsync(dir_fd)
+        # In a folder others can write to, the temporary name may have been swapped between
+        # our open and the rename: then what stands at `name` now is not ours. Compared while
+        # our descriptor is still open, so our inode's number cannot have been reused.
+        ours = os.fstat(fd)
+        try:
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != (ours.st_dev, ours.st_ino):
+            raise HostError(
+                f"{name} was replaced by another process while being written "
+                "(its folder is writable by others); not trusting it"
+            )
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
+        if not renamed:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
         raise
-    os.fsync(dir_fd)
+    finally:
+        os.close(fd)
 
 
-def clean_tmp_at(dir_fd: int, names: Iterable[str]) -> list[str]:
-    """Remove leftovers "<name>.tmp.<pid>" of killed writers; the names removed.
+def clean_tmp_at(
+    dir_fd: int, names: Iterable[str], hidden: bool = False, min_age: float | None = None
+) -> list[str]:
+    """Remove leftovers (tmp_name) of killed writers of `names`; the names removed.
 
-    Called with the state lock held, so no live writer owns one.
+    Callers holding the state lock know no live writer owns one and pass no `min_age`.
+    Writers without a lock (a metrics textfile that cron and the watch agent both write)
+    pass `min_age` seconds: only temporaries untouched that long go, which a live writer's
+    (written and renamed within milliseconds) never are. Entries are unlinked by name in
+    `dir_fd`, never followed.
     """
-    wanted = tuple(f"{n}{TMP_MARK}" for n in names)
+    dot = "." if hidden else ""
+    wanted = tuple(f"{dot}{n}{TMP_MARK}" for n in names)
+    now = time.time()
     removed = []
     for entry in os.listdir(dir_fd):
-        if entry.startswith(wanted) and entry.rpartition(TMP_MARK)[2].isdecimal():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry, dir_fd=dir_fd)
-                removed.append(entry)
+        if not (entry.startswith(wanted) and entry.rpartition(TMP_MARK)[2].isdecimal()):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            if min_age is not None:
+                st = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False)
+                if now - st.st_mtime < min_age:
+                    continue
+            os.unlink(entry, dir_fd=dir_fd)
+            removed.append(entry)
     if removed:
         os.fsync(dir_fd)
     return removed

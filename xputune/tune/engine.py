@@ -9,12 +9,13 @@ transaction. A dry run stops after the first plan and writes nothing, not even t
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from xputune.errors import XputuneError
+from xputune.errors import HostError, XputuneError
 from xputune.host import HostView
 from xputune.topology.model import Topology
 from xputune.tune import persist, preflight, profiles, recommend
@@ -151,10 +152,25 @@ def context(view: HostView, topology: Topology, selection: Selection) -> TuneCon
     return TuneContext(view, topology, selection.profile.platform_registers)
 
 
+@contextlib.contextmanager
+def _still_there(view: HostView) -> Iterator[None]:
+    """A value discovery found that is gone when a knob reads it (a device removed, a tree
+    changed under us) is one clear HostError, never a traceback."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        where = str(exc.filename or "a file")
+        root = getattr(view, "root", "/")
+        if not view.live and where.startswith(root + "/"):
+            where = where[len(root) :]  # the host path, as the other messages name it
+        raise HostError(f"{view.label}: {where} is gone since discovery; try again") from None
+
+
 def check(ctx: TuneContext, selection: Selection) -> list[Row]:
     rows: list[Row] = []
-    for knob, want in selection.wants.items():
-        rows.extend(KNOBS[knob].check(ctx, want))
+    with _still_there(ctx.view):
+        for knob, want in selection.wants.items():
+            rows.extend(KNOBS[knob].check(ctx, want))
     # The boot unit is judged only by a check of the whole profile: a narrowed check (--only,
     # --skip) asks about fewer knobs than a unit applies.
     if all(knob in selection.wants for knob in selection.profile.knobs):
@@ -172,8 +188,9 @@ def plan(
     """The changes an apply makes; `keep` narrows the knobs' changes to some places (the
     watch agent leaves out the ones it backs off from)."""
     changes: list[Change] = []
-    for knob, want in selection.wants.items():
-        changes.extend(KNOBS[knob].plan(ctx, want))
+    with _still_there(ctx.view):
+        for knob, want in selection.wants.items():
+            changes.extend(KNOBS[knob].plan(ctx, want))
     if keep is not None:
         changes = [c for c in changes if keep(c)]
     if persist_unit:
