@@ -1,5 +1,16 @@
 """Files a user names on the command line (a model's config.json, tables of measurements, a
-trace), opened with one clear line for each way that fails.
+trace, probe documents, a saved vendor output), opened with one clear line for each way that
+fails, and read within a bound.
+
+xputune runs as root and trusts nothing it did not write itself. A path on the command line
+may name a FIFO nobody writes to (a read blocks forever), a device (/dev/zero never ends), a
+socket, or a regular file a thousand times larger than any real one of its kind. So a file is
+opened once, without blocking and without becoming a controlling terminal
+(O_NONBLOCK|O_NOCTTY), checked with fstat on that descriptor (never a check-then-open by path),
+refused unless it is a regular file, and read only up to a cap for its kind. JSON is read
+strictly: NaN and Infinity are not JSON, nor is a number beyond a double's range, and nesting
+too deep for the parser is one line, not a RecursionError. Data read from such a file is shown
+through printable() wherever a message quotes it.
 
 The commands and the launcher read these; plan/ stays pure and gets their contents. Like
 errors.py this sits below every layer and imports none of them.
@@ -7,44 +18,198 @@ errors.py this sits below every layer and imports none of them.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import math
+import os
+import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from xputune.errors import XputuneError
 
+#: Caps on the whole file, per kind: far above any real file of the kind (they refuse junk,
+#: not data). A trace has no cap on the whole, it is streamed; plan/traces.py bounds its lines.
+TEXT_MAX = 16 << 20  # any text file with no cap of its own (CSV tables of measurements)
+CONFIG_MAX = 4 << 20  # a model's config.json: real ones are a few KiB
+DOCUMENT_MAX = 16 << 20  # one probe or check JSON document: about 40 KiB for 8 cards
+PROFILE_MAX = 1 << 20  # a tuning profile (YAML): a few KiB
 
-def _refusal(exc: OSError, path: Path, what: str) -> XputuneError:
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable escaped (\\x1b, \\u202e, \\n...):
+    what a message or a table may show of data without a terminal acting on it."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def _shown(path: Path | str) -> str:
+    return printable(str(path))
+
+
+def size_text(n: int) -> str:
+    """A cap as a message states it: 16 MiB, 4 KiB, else 1,000 bytes (never rounded)."""
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and not n % (1 << shift):
+            return f"{n >> shift} {unit}"
+    return f"{n:,} bytes"
+
+
+def _too_large(path: Path | str, what: str, limit: int) -> XputuneError:
+    return XputuneError(f"{what} too large: {_shown(path)} (more than {size_text(limit)})")
+
+
+def _refusal(exc: OSError, path: Path | str, what: str) -> XputuneError:
+    shown = _shown(path)
     if isinstance(exc, FileNotFoundError):
-        return XputuneError(f"{what} not found: {path}")
+        return XputuneError(f"{what} not found: {shown}")
     if isinstance(exc, IsADirectoryError):
-        return XputuneError(f"{what} is a directory: {path}")
+        return XputuneError(f"{what} is a directory: {shown}")
     if isinstance(exc, PermissionError):
-        return XputuneError(f"{what} not readable (permission denied): {path}")
-    return XputuneError(f"{what} not readable: {path} ({exc.strerror or exc})")
+        return XputuneError(f"{what} not readable (permission denied): {shown}")
+    if exc.errno == errno.ENXIO:  # opening a socket (or a device without its driver)
+        return XputuneError(f"{what} is a socket or a device, not a regular file: {shown}")
+    return XputuneError(f"{what} not readable: {shown} ({exc.strerror or exc})")
 
 
-def open_binary(path: Path, what: str) -> BinaryIO:
-    """The file, open for reading bytes (buffered: peek works)."""
+class _Capped(io.RawIOBase):
+    """A binary stream that refuses (one line) to give more than `limit` bytes in all: what a
+    streamed reader (the XML form of smi, stdin) reads through."""
+
+    def __init__(self, raw: Any, limit: int, path: Path | str, what: str, own: bool) -> None:
+        super().__init__()
+        self._raw, self._limit, self._path, self._what = raw, limit, path, what
+        self._own = own  # closing this closes `raw`
+        self._seen = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._raw.readinto(buffer) or 0
+        self._seen += n
+        if self._seen > self._limit:
+            raise _too_large(self._path, self._what, self._limit)
+        return n
+
+    def close(self) -> None:
+        if not self.closed and self._own:
+            self._raw.close()
+        super().close()
+
+
+def bounded(stream: Any, what: str, limit: int, name: str = "stdin") -> BinaryIO:
+    """`stream` (stdin's buffer) read through a cap of `limit` bytes in all; closing what
+    this returns leaves `stream` open."""
+    return io.BufferedReader(_Capped(stream, limit, name, what, own=False))
+
+
+def open_binary(path: Path, what: str, limit: int | None = None) -> BinaryIO:
+    """The file, open for reading bytes (buffered: peek works). Refused, naming it, unless it
+    is a regular file, and when it holds more than `limit` bytes (checked on open and again
+    while it is read, as a file may grow); None: no cap on the whole (a streamed trace)."""
     try:
-        return path.open("rb")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
         raise _refusal(exc, path, what) from None
-
-
-def read_text(path: Path, what: str) -> str:
-    """The file as UTF-8 text."""
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _refusal(exc, path, what) from None
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise XputuneError(f"{what} is a directory: {_shown(path)}")
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            raise XputuneError(f"{what} is {kind}, not a regular file: {_shown(path)}")
+        if limit is not None and info.st_size > limit:
+            raise _too_large(path, what, limit)
+        os.set_blocking(fd, True)
+        raw = io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    if limit is None:
+        return io.BufferedReader(raw)
+    return io.BufferedReader(_Capped(raw, limit, path, what, own=True))
+
+
+def read_bytes(path: Path, what: str, limit: int = TEXT_MAX) -> bytes:
+    """The whole file, at most `limit` bytes (else one line saying so)."""
+    with open_binary(path, what, limit) as fh:
+        try:
+            return fh.read()
+        except OSError as exc:
+            raise _refusal(exc, path, what) from None
+
+
+def read_text(path: Path, what: str, limit: int = TEXT_MAX) -> str:
+    """The file as UTF-8 text, at most `limit` bytes, line ends read as text mode reads them
+    (\r\n and a lone \r become \n)."""
+    try:
+        text = read_bytes(path, what, limit).decode("utf-8")
     except UnicodeDecodeError:
-        raise XputuneError(f"{what} is not UTF-8 text: {path}") from None
+        raise XputuneError(f"{what} is not UTF-8 text: {_shown(path)}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
-def read_lines(path: Path, what: str) -> list[str]:
-    return io.StringIO(read_text(path, what)).readlines()  # split at newlines only
+def read_lines(path: Path, what: str, limit: int = TEXT_MAX) -> list[str]:
+    return io.StringIO(read_text(path, what, limit)).readlines()  # split at newlines only
+
+
+# ---------------------------------------------------------------------------------- JSON
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond the range of a number")
+    return value
+
+
+def loads(text: str | bytes, one_line: bool = False) -> Any:
+    """Strict JSON: ValueError with a one-line reason for anything else (NaN, Infinity, a
+    number beyond a double's range or of thousands of digits, nesting deeper than the
+    parser goes). The reason names the line and column of a syntax error (only the column
+    when `text` is one line of a file whose line number the caller gives)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        where = f"column {exc.colno}" if one_line else f"line {exc.lineno} column {exc.colno}"
+        raise ValueError(f"not JSON ({exc.msg} at {where})") from None
+    except RecursionError:
+        raise ValueError("not JSON xputune reads (nested too deeply)") from None
+    except ValueError as exc:
+        reason = str(exc)
+        if "integer string conversion" in reason:
+            reason = "an integer of thousands of digits"
+        raise ValueError(f"not JSON xputune reads ({reason})") from None
+
+
+def parse_json(text: str | bytes, source: str) -> Any:
+    """loads(), its refusal one XputuneError line naming `source`."""
+    try:
+        return loads(text)
+    except ValueError as exc:
+        raise XputuneError(f"{printable(source)}: {exc}") from None
+
+
+def read_json(path: Path, what: str, limit: int) -> Any:
+    """A JSON file of at most `limit` bytes, read strictly (see loads)."""
+    return parse_json(read_text(path, what, limit), str(path))
+
+
+# ------------------------------------------------------------------------- model configs
 
 
 def config_path(name: str) -> Path | None:
@@ -65,12 +230,8 @@ def model_config(model: str | None, config: Path | None) -> tuple[str, dict[str,
     path = config if config is not None else config_path(model) if model else None
     if path is None:
         return None
-    text = read_text(path, "model config")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise XputuneError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    data = read_json(path, "model config", CONFIG_MAX)
     if not isinstance(data, dict):
-        raise XputuneError(f"{path}: expected a JSON object")
+        raise XputuneError(f"{_shown(path)}: expected a JSON object")
     stem = path.parent.name if path.name == "config.json" and path.parent.name else None
     return stem or path.stem, data

@@ -279,14 +279,14 @@ def test_vendor_topo_of_another_vendor_changes_nothing(run_cli) -> None:
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("query.xml", "not a topo -m matrix (it reads as xpu-smi -q -x output)"),
-        ("missing.txt", "No such file or directory"),
+        ("query.xml", "{path}: not a topo -m matrix (it reads as xpu-smi -q -x output)"),
+        ("missing.txt", "smi output not found: {path}"),
     ],
 )
 def test_bad_vendor_topo_is_one_line(run_cli, name: str, message: str) -> None:
     path = DATA / name
     code, out, err = run_cli("probe", "--root", str(SEED_BOX), "--vendor-topo", str(path))
-    assert code == 2 and out == "" and err == f"xputune: error: {path}: {message}\n"
+    assert code == 2 and out == "" and err == f"xputune: error: {message.format(path=path)}\n"
 
 
 def test_fast_path_prints_what_typer_prints(run_cli, monkeypatch) -> None:

@@ -89,11 +89,16 @@ def dtype_bytes(dtype: str) -> int:
         raise ModelConfigError(f"unknown dtype {dtype!r} (known: {known})") from None
 
 
+#: a config.json size field (layers, heads, widths) above this is no model's
+FIELD_MAX = 1 << 24
+
+
 def _field(config: dict[str, Any], key: str, name: str) -> int:
     value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= FIELD_MAX:
         raise ModelConfigError(
-            f"{name}: config field {key!r} must be a positive integer, got {value!r}"
+            f"{name}: config field {key!r} must be a positive integer up to {FIELD_MAX}, "
+            f"got {repr(value)[:40]}"
         )
     return value
 

@@ -35,6 +35,10 @@ def pair(text: str, what: str) -> tuple[float, float]:
         raise XputuneError(f"{what}: milliseconds not a number in {text!r}") from None
 
 
+#: tokens or milliseconds of one measurement, at most (and never nan, inf or negative)
+POINT_MAX = 1e15
+
+
 def csv_points(lines: list[str], source: str) -> list[tuple[float, float]]:
     """tokens,ms rows of a points table (a header row and # comments allowed)."""
     points = []
@@ -46,9 +50,15 @@ def csv_points(lines: list[str], source: str) -> list[tuple[float, float]]:
         if len(cells) != 2:
             raise XputuneError(f"{source}: line {number}: expected tokens,ms")
         try:
-            points.append((float(cells[0]), float(cells[1])))
+            values = (float(cells[0]), float(cells[1]))
         except ValueError:
             if number == 1 or not points:
                 continue  # a header row
-            raise XputuneError(f"{source}: line {number}: not numbers: {text!r}") from None
+            raise XputuneError(f"{source}: line {number}: not numbers: {text!r}"[:200]) from None
+        if not all(0 <= v <= POINT_MAX for v in values):  # also false for nan
+            raise XputuneError(
+                f"{source}: line {number}: tokens and ms must be within 0..{POINT_MAX:g}, "
+                f"got {text!r}"[:200]
+            )
+        points.append(values)
     return points

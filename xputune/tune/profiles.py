@@ -104,12 +104,12 @@ def _display(path: str) -> str:
 
 
 def _read(path: str) -> dict[str, Any]:
+    from pathlib import Path
+
+    from xputune.userfiles import PROFILE_MAX, read_text
+
     shown = _display(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise ProfileError(f"{shown}: cannot read ({exc.strerror})") from exc
+    text = read_text(Path(path), "profile", PROFILE_MAX)  # a regular file, capped: one line
     raw = _parse(path, text, shown)
     if not isinstance(raw, dict):
         raise ProfileError(f"{shown}: expected a mapping at the top level")
@@ -149,7 +149,7 @@ def _parse(path: str, text: str, shown: str) -> Any:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark else ""
-            problem = getattr(exc, "problem", exc)
+            problem = " ".join(str(getattr(exc, "problem", exc)).split())  # one line
             raise ProfileError(f"{shown}:{where} not valid YAML ({problem})") from exc
     if entry:
         usercache.store(_CACHE_KIND, entry, (text, raw), _CACHE_MAX)
