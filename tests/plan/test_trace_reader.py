@@ -157,6 +157,11 @@ def test_any_input_reads_like_the_reference(lines: list[str], end: str, chunk: i
         ('{"input_length": 10, "hash_ids": [1, -2]}', "64-bit unsigned"),
         ('{"input_length": 10, "hash_ids": [1, 2.5]}', "integers"),
         ('{"input_length": 10, "hash_ids": [18446744073709551616]}', "64-bit unsigned"),
+        ('{"input_length": NaN, "hash_ids": [1]}', "NaN is not a number JSON allows"),
+        ('{"input_length": 1e999, "hash_ids": [1]}', "1e999 is beyond the range"),
+        ('{"input_length": 1' + "0" * 5000 + ', "hash_ids": [1]}', "thousands of digits"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"input_length": 10, "hash_ids": [' * 50_000, "nested too deeply"),
     ],
 )
 def test_a_bad_line_deep_in_a_big_trace_is_named(line: str, words: str) -> None:
@@ -165,6 +170,73 @@ def test_a_bad_line_deep_in_a_big_trace_is_named(line: str, words: str) -> None:
     with pytest.raises(TraceFormatError) as err:
         read_trace(_reader(text, 4096, fmt="mooncake"), source="t.jsonl")
     assert err.value.line == 5002 and words in str(err.value)
+
+
+class _Endless(io.RawIOBase):
+    """`head`, then one line that never ends; fails the test past `most` bytes read."""
+
+    def __init__(self, head: bytes, most: int) -> None:
+        self.head, self.most, self.given = head, most, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        assert self.given < self.most, f"read {self.given:,} bytes of one line and went on"
+        n = len(buffer)
+        data = (self.head + b"7," * n)[:n] if self.given < len(self.head) else b"7," * n
+        data = data[:n]
+        buffer[: len(data)] = data
+        self.given += len(data)
+        self.head = self.head[len(data) :]
+        return len(data)
+
+
+@pytest.mark.parametrize("chunk", [64, 4096, 1 << 16])
+@pytest.mark.parametrize("fmt", ["auto", "mooncake", "generic"])
+def test_an_endless_line_is_refused_with_its_number(chunk: int, fmt: str) -> None:
+    """One line with no end is held at most max_line bytes (and one read) before it is
+    refused, naming its line: never read on until memory runs out."""
+    good = b'{"input_length": 600, "hash_ids": [1, 2], "hashes": [1, 2], "page_size": 512}\n'
+    head = good * 3 + b"\n" + b'{"input_length": 1, "hash_ids": ['
+    limit = 100_000
+    stream = _Endless(head, most=limit + 3 * chunk + len(head))
+    reader = TraceReader(io.BufferedReader(stream), fmt, source="t.jsonl", chunk_bytes=chunk,
+                         max_line=limit)  # fmt: skip
+    with pytest.raises(TraceFormatError) as err:
+        read_trace(reader)
+    assert err.value.line == 5
+    assert str(err.value) == "t.jsonl: line 5: longer than 100,000 bytes: not a request"
+
+
+@pytest.mark.parametrize("chunk", [64, 1000])
+def test_a_line_of_max_line_bytes_is_read_one_more_is_not(chunk: int) -> None:
+    def line(size: int) -> str:  # a request of `size` bytes, padded with blanks
+        text = '{"input_length": 512, "hash_ids": [1]}'
+        return text[:-1] + " " * (size - len(text)) + text[-1:]
+
+    good = '{"input_length": 600, "hash_ids": [1, 2]}\n'
+    for size, ok in ((5000, True), (5001, False)):
+        text = good * 2 + line(size) + "\n" + good
+        assert len(line(size)) == size
+        reader = _reader(text, chunk, max_line=5000)
+        if ok:
+            assert len(read_trace(reader).offsets) == 5
+        else:
+            with pytest.raises(TraceFormatError, match="line 3: longer than 5,000 bytes"):
+                read_trace(reader)
+
+
+def test_a_long_line_in_a_gzip_trace_is_bounded_after_decompression(tmp_path: Path, capsys) -> None:
+    from xputune.plan.traces import MAX_LINE
+
+    good = b'{"input_length": 600, "hash_ids": [1, 2]}\n'
+    packed = tmp_path / "bomb.jsonl.gz"  # 17 KB on disk, one line of 17 MiB inside
+    body = good * 3 + b'{"input_length": 1, "hash_ids": [' + b"1," * ((MAX_LINE >> 1) + 1)
+    packed.write_bytes(gzip.compress(body + b"1]}\n" + good, compresslevel=1))
+    assert main(["tiers", "--trace", str(packed)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"xputune: error: {packed}: line 4: longer than 16 MiB: not a request\n"
 
 
 def test_gzip_trace_through_the_cli_has_the_same_curve(tmp_path: Path, capsys) -> None:

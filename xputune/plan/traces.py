@@ -17,17 +17,21 @@ Two request-trace formats, both JSON lines, one request per line, blank lines ig
 And the measured-tier table: CSV with a header naming capacity_tokens or capacity_gb, hit_rate
 (a fraction, or a percentage with %), and optionally ttft_ms.
 
-Errors name the line: a bad trace should cost one look, not a debugging session.
+Errors name the line: a bad trace should cost one look, not a debugging session. A trace has
+no bound on its length (it is streamed), but each line has one (MAX_LINE, after any
+decompression): a line longer than any real request is refused with its number before it is
+held whole, so one endless line costs a few MiB, not all the memory there is. Lines are read
+as strict JSON (userfiles.loads: no NaN, no nesting past the parser's depth).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from xputune.errors import XputuneError
+from xputune.userfiles import loads, size_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +39,9 @@ if TYPE_CHECKING:
     from xputune.plan.hitrate import Trace
 
 MOONCAKE_BLOCK = 512
+#: bytes in one trace line, at most: a Mooncake request of a 1M-token prompt is about 20 KB,
+#: a generic one of 1M token ids about 8 MB.
+MAX_LINE = 16 << 20
 _MASK = (1 << 64) - 1
 
 
@@ -71,9 +78,9 @@ def _records(lines: Iterable[str], source: str, first: int = 1):
         if not text:
             continue
         try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TraceFormatError(source, number, f"not JSON ({exc.msg})") from None
+            record = loads(text, one_line=True)
+        except ValueError as exc:
+            raise TraceFormatError(source, number, str(exc)) from None
         if not isinstance(record, dict):
             raise TraceFormatError(source, number, "expected a JSON object")
         yield number, record
@@ -249,8 +256,8 @@ def _trace_of(batches: list[Batch], block: int) -> Trace:
 def sniff_format(first_line: str) -> str:
     """'mooncake' or 'generic', from the fields of the first request."""
     try:
-        record = json.loads(first_line)
-    except json.JSONDecodeError:
+        record = loads(first_line)
+    except ValueError:
         return "generic"
     if isinstance(record, dict) and "hash_ids" in record:
         return "mooncake"
@@ -333,6 +340,7 @@ class TraceReader:
         block_size: int | None = None,
         source: str = "trace",
         chunk_bytes: int = _CHUNK,
+        max_line: int = MAX_LINE,
     ) -> None:
         if fmt not in ("auto", "mooncake", "generic"):
             raise ValueError(f"unknown trace format {fmt!r}")
@@ -341,6 +349,7 @@ class TraceReader:
         self.given_block = block_size
         self.source = source
         self.chunk_bytes = chunk_bytes
+        self.max_line = max_line
         self.requests = 0  # non-blank lines (requests)
         self.kept_requests = 0  # requests in the batches given
         self.slow_lines = 0  # lines that went through the per-line path
@@ -354,22 +363,35 @@ class TraceReader:
 
     # -------------------------------------------------------------------- chunks and lines
 
+    def _too_long(self, number: int) -> TraceFormatError:
+        return TraceFormatError(
+            self.source, number, f"longer than {size_text(self.max_line)}: not a request"
+        )
+
     def _chunks(self) -> Iterator[tuple[bytes, int]]:
         """Chunks of whole lines and the line number of each one's first line; the format
-        is known (sniffed) when a chunk is given."""
+        is known (sniffed) when a chunk is given. A line is held at most max_line bytes
+        (plus one read) before it is refused."""
         if self.format == "generic":
             self.size = self.given_block
         number = 1  # the line number of the chunk's first line
         parts: list[bytes] = []
+        held = 0  # bytes in parts: the start of line `number`
         while True:
             data = self.stream.read(self.chunk_bytes)
             if data:
                 cut = data.rfind(b"\n") + 1
                 if cut == 0:
                     parts.append(data)  # a line longer than a chunk: read on
+                    held += len(data)
+                    if held > self.max_line:
+                        raise self._too_long(number)
                     continue
+                if parts and held + data.find(b"\n") > self.max_line:
+                    raise self._too_long(number)
                 buf = b"".join([*parts, data[:cut]]) if parts else data[:cut]
                 parts = [data[cut:]] if cut < len(data) else []
+                held = len(data) - cut
             else:
                 buf = b"".join(parts)
                 parts = []
@@ -465,7 +487,7 @@ class TraceReader:
         errors = _decoder("errors")
         try:
             records = _decoder(self.format).decode_lines(buf)
-        except errors:
+        except (errors, RecursionError):  # deep nesting: the per-line path words it
             return None
         n = len(records)
         if n == 0:
@@ -567,13 +589,19 @@ class MeasuredTable:
     rows: tuple[MeasuredTier, ...]
 
 
+#: a measured number above this is no measurement (1e15 tokens, GB or ms)
+MEASURED_MAX = 1e15
+
+
 def _number(text: str, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise ValueError(f"{what} is not a number: {text!r}"[:120]) from None
     if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{what} is not a finite number: {text!r}")
+        raise ValueError(f"{what} is not a finite number: {text!r}"[:120])
+    if abs(value) > MEASURED_MAX:
+        raise ValueError(f"{what} is out of range: {text!r}"[:120])
     return value
 
 
@@ -584,7 +612,15 @@ def parse_measured_table(lines: Iterable[str], source: str = "table") -> Measure
     rows: list[MeasuredTier] = []
     header: list[str] | None = None
     unit = ""
-    for number, fields in enumerate(csv.reader(lines), start=1):
+    reader = csv.reader(lines)
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # a field past csv's limit (128 KiB)
+            raise TraceFormatError(source, reader.line_num, f"not a CSV row ({exc})") from None
+        number = reader.line_num
         cells = [c.strip() for c in fields]
         if not cells or all(not c for c in cells) or cells[0].startswith("#"):
             continue
