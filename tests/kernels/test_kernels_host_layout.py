@@ -319,3 +319,28 @@ def test_streaming_threshold_is_the_cache_size_or_what_was_set() -> None:
     assert default >= 1 << 20  # a last-level cache, or the 32 MiB fallback
     assert lib.xt_host_stream_min(12345) == default
     assert lib.xt_host_stream_min(default) == 12345
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    distance=st.integers(1, 63),
+    nbytes=st.sampled_from([1023, 1024, 1152, 4096 + 17, (256 << 10) + 5, 600 << 10]),
+    src_offset=st.integers(0, 4095),
+    threads=st.sampled_from([1, 2]),
+)
+def test_a_destination_just_past_its_source_modulo_4k_is_copied_exactly(
+    distance: int, nbytes: int, src_offset: int, threads: int
+) -> None:
+    """Such copies leave glibc's rep movsb for a vector loop (host_copy.c, short_distance);
+    every byte, the unaligned tail included, must still land, and none beyond."""
+    rng = np.random.default_rng(nbytes + distance)
+    src_buf = rng.integers(0, 256, nbytes + 8192, dtype=np.uint8)
+    dst_buf = np.zeros(nbytes + 8192, np.uint8)
+    s = src_buf.ctypes.data + src_offset
+    d0 = dst_buf.ctypes.data
+    dst_offset = (s + distance - d0) % 4096  # (dst - src) % 4096 == distance
+    table = [np.array([a], np.uint64) for a in (s, d0 + dst_offset)]
+    HostBackend(threads=threads).copy(*table, np.array([nbytes], np.uint64))
+    want = np.zeros_like(dst_buf)
+    want[dst_offset : dst_offset + nbytes] = src_buf[src_offset : src_offset + nbytes]
+    assert np.array_equal(dst_buf, want)
