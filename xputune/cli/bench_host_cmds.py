@@ -62,6 +62,7 @@ def host(
 def _render(data: dict) -> None:
     from rich.table import Table
 
+    from xputune.cli.output import text
     from xputune.hicache.hostbench import human_bytes
 
     size = data["size_bytes"]
@@ -69,7 +70,7 @@ def _render(data: dict) -> None:
         f"Pinning {human_bytes(size)} with {data['pin_method']} "
         f"(THP enabled={data['thp_enabled']}, defrag={data['thp_defrag']})"
     )
-    table = Table(title=title)
+    table = Table(title=text(title))  # the THP modes are what the host's files say
     for col in ("pages", "fault in", "pin", "huge", "VmPTE+", "entries", "placement"):
         table.add_column(col, justify="left" if col in ("pages", "placement") else "right")
     for run in data["runs"]:

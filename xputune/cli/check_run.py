@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt
-from xputune.cli.output import Format, console, emit_data
+from xputune.cli.output import Format, add_row, console, emit_data, text
 from xputune.host import open_host
 
 if TYPE_CHECKING:
@@ -87,12 +87,13 @@ def rows_table(rows: list[Row]) -> Table:
         table.add_column(column, overflow="fold")
     for row in rows:
         style = VERDICT_STYLE.get(row.verdict, "")
-        table.add_row(
+        add_row(
+            table,
             row.knob,
             row.target,
             row.expected,
             row.actual,
-            f"[{style}]{row.verdict}[/{style}]",
+            text(row.verdict, style),
             row.severity,
         )
     return table
@@ -106,7 +107,7 @@ def print_fixes(out: Console, rows: list[Row]) -> None:
     out.print("how to fix:", style="bold")
     for r in fixes:
         note = f"  ({r.note})" if r.note else ""
-        out.print(f"  {r.target}: {r.fix}{note}", markup=False, highlight=False, soft_wrap=True)
+        out.print(text(f"  {r.target}: {r.fix}{note}"), soft_wrap=True)
 
 
 def run_check(
@@ -127,7 +128,7 @@ def run_check(
         emit_data(engine.check_document(view, selection, rows), fmt)
         return 0 if ok else 1
     out = console()
-    out.print(profile_line(selection), markup=False)
+    out.print(text(profile_line(selection)))
     out.print(rows_table(rows))
     print_fixes(out, rows)
     held = sum(r.holds for r in rows)
@@ -142,7 +143,7 @@ def run_check(
     out.print(
         Text.assemble(
             (f"{len(rows) - held} of {len(rows)} settings drift", "red"),
-            f"; fix them all with: {again}{same_host(root, example)}",
+            text(f"; fix them all with: {again}{same_host(root, example)}"),
         ),
         soft_wrap=True,
     )

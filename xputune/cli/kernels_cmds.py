@@ -199,11 +199,13 @@ def build_cmd(
     else:
         from rich.table import Table
 
+        from xputune.cli.output import add_row
+
         table = Table(title="copy backends")
         for col in ("backend", "status", "detail"):
             table.add_column(col)
-        for r in rows:
-            table.add_row(r["backend"], r["status"], r["detail"])
+        for r in rows:  # a detail is a path or a compiler's message: data
+            add_row(table, r["backend"], r["status"], r["detail"])
         console().print(table)
     if failed:
         raise typer.Exit(1)
@@ -237,15 +239,18 @@ def selftest_cmd(
         )
     else:
         from rich.table import Table
+        from rich.text import Text
+
+        from xputune.cli.output import add_row
 
         table = Table(title="copy operators vs numpy reference")
         for col in ("placement", "operator", "dir", "result", "last case"):
             table.add_column(col)
         for o in outcomes:
-            result = "[green]ok[/]" if o.ok else "[red]FAILED[/]"
+            result = Text("ok", "green") if o.ok else Text("FAILED", "red")
             if o.detail.startswith("skipped"):
-                result = "[yellow]skipped[/]"
-            table.add_row(o.placement, o.operator, o.direction, result, o.detail)
+                result = Text("skipped", "yellow")
+            add_row(table, o.placement, o.operator, o.direction, result, o.detail)
         console().print(table)
     if not ok:
         raise typer.Exit(1)

@@ -6,22 +6,38 @@ that cannot fit is split into column blocks that repeat its key columns (as numa
 do) instead of cutting cells: identifiers (card names, bus ids, CPU lists, NICs) are never
 wrapped or truncated, descriptive text wraps.
 
+Text from data (card, model, NIC, host and profile names, values a vendor tool or a recording
+printed, paths) is printed as text: every table cell, header, title and line built from it
+goes through text(), which escapes what is not printable (an ESC shows as \x1b, a bidi
+override as \u202e) and hands rich a Text, which rich never reads as markup; the console
+makes no emoji of `:ab:` either (a bus id 0000:ab:00.0 stays a bus id). rich markup is kept
+for the literal strings of our own code, and a str cell is taken as such: data never is one.
+
+JSON and YAML output hold only finite numbers: every number the schemas ship is a plain
+number, so a NaN or an infinity in a document (a bug, or input no check caught) is refused
+with one line naming its place instead of being written as invalid JSON.
+
 rich is imported only inside the functions: it costs start-up time (DESIGN: probe start-up).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from xputune.errors import XputuneError
+from xputune.userfiles import printable
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
 PIPE_WIDTH = 80  # width when stdout is not a terminal and COLUMNS is unset (rich, coreutils)
 LONG_WORD = 10  # in descriptive text a longer word may fold rather than widen its column
@@ -39,14 +55,69 @@ class Format(StrEnum):
     yaml = "yaml"
 
 
+def text(value: object, style: str = "") -> Text:
+    """A value from data as rich must print it: literally (no markup, no emoji), with what is
+    not printable escaped. Every cell, header and line made of data goes through this."""
+    from rich.text import Text
+
+    return Text(printable(str(value)), style=style)
+
+
+def text_lines(values: Iterable[object], style: str = "") -> Text:
+    """Lines of data (warnings, a legend), each as text() makes it, one under the other."""
+    from rich.text import Text
+
+    return Text("\n".join(printable(str(v)) for v in values), style=style)
+
+
+def add_row(table: Table, *cells: Any, **options: Any) -> None:
+    """table.add_row with every str cell taken as data (text()): a renderer whose cells are
+    all data, or styled Text, adds its rows through this."""
+    table.add_row(*(text(c) if isinstance(c, str) else c for c in cells), **options)
+
+
+def _non_finite(data: Any, where: str = "") -> str | None:
+    """The place of the first NaN or infinity in a document (a.b[2].c), or None."""
+    if isinstance(data, float):
+        return None if math.isfinite(data) else where or "the document"
+    if isinstance(data, dict):
+        items: Iterable[tuple[str, Any]] = ((f"{where}.{k}" if where else str(k), v)
+                                            for k, v in data.items())  # fmt: skip
+    elif isinstance(data, list | tuple):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(data))
+    else:
+        return None
+    for place, value in items:
+        found = _non_finite(value, place)
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse_non_finite(data: Any) -> None:
+    place = _non_finite(data)
+    if place is not None:
+        raise XputuneError(
+            f"the result holds a number that is not finite at {printable(place)}: nothing "
+            "written (an input is out of range)"
+        )
+
+
 def emit_data(data: dict[str, Any], fmt: Format) -> None:
-    """Machine-readable output: stable key order so the same input prints the same bytes."""
+    """Machine-readable output: stable key order so the same input prints the same bytes,
+    and valid JSON (a document holding a NaN or an infinity is refused, see the module)."""
     if fmt is Format.yaml:
         import yaml
 
+        _refuse_non_finite(data)
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
     else:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        try:
+            out = json.dumps(data, indent=2, allow_nan=False)
+        except ValueError:
+            _refuse_non_finite(data)
+            raise
+        sys.stdout.write(out + "\n")
 
 
 def output_width(stream: Any = None) -> int | None:
@@ -67,19 +138,22 @@ def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    return Console(width=output_width(stream), stderr=stderr)
+    return Console(width=output_width(stream), stderr=stderr, emoji=False)
 
 
-def new_table(title: str, columns: Sequence[str | tuple[str, dict[str, Any]]]) -> Table:
+def new_table(
+    title: str | Text, columns: Sequence[str | Text | tuple[str | Text, dict[str, Any]]]
+) -> Table:
     """A left-titled table; each column is a header or (header, ID | TEXT | other keywords).
 
-    Plain headers get TEXT (wrap, fold, never an ellipsis). Print it with print_fitted().
+    Plain headers get TEXT (wrap, fold, never an ellipsis). Print it with print_fitted(). A
+    title or header holding data is a text() (a str one is read as markup).
     """
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
     for column in columns:
-        header, options = (column, TEXT) if isinstance(column, str) else column
+        header, options = column if isinstance(column, tuple) else (column, TEXT)
         table.add_column(header, **{**TEXT, **options})
     return table
 
@@ -197,8 +271,14 @@ def fit(out: Console, table: Table, keys: int = 1) -> list[Table]:
     for block in blocks:
         first, last = block[0] - keys + 1, block[-1] - keys + 1
         span = f"column {first}" if first == last else f"columns {first}-{last}"
+        title: Any = None
+        if isinstance(table.title, str) and table.title:
+            title = f"{table.title} ({span} of {count})"
+        elif table.title:  # a Text holding data: kept as it is, never read as markup
+            title = table.title.copy()
+            title.append(f" ({span} of {count})")
         part = Table(
-            title=f"{table.title} ({span} of {count})" if table.title else None,
+            title=title,
             title_justify=table.title_justify,
             box=table.box,
             padding=table.padding,

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from xputune.cli.common import Format, FormatOpt, console, emit_data
-from xputune.cli.output import CountingReader, progress
+from xputune.cli.output import CountingReader, progress, text, text_lines
 from xputune.cli.plan_opts import ConfigOpt, DtypeOpt, ModelOpt, TpNoHostOpt
 from xputune.errors import XputuneError
 from xputune.plan.inputs import count
@@ -187,7 +187,7 @@ def _render_model(data: dict[str, Any]) -> None:
         )
     if "bytes_per_token_per_rank" in t:
         label = f"{t.get('model', 'given')}" + (f" TP{t['tp']} {t['dtype']}" if "tp" in t else "")
-        c.print(f"bytes/token of {label} (per rank): {t['bytes_per_token_per_rank']:,.0f}")
+        c.print(text(f"bytes/token of {label} (per rank): {t['bytes_per_token_per_rank']:,.0f}"))
         if "implied_bandwidth_gb_s" in t:
             c.print(f"bandwidth implied by b and the model: {t['implied_bandwidth_gb_s']:.2f} GB/s")
         if "implied_over_model" in t:
@@ -456,9 +456,11 @@ def _render_tiers(data: dict[str, Any], chart) -> None:
     if t:
         mode = "exact" if t["mode"] == "exact" else f"sampled at {t['sample_rate']:g}"
         c.print(
-            f"trace {t['file']}: {t['requests']:,} requests, {t['accesses']:,} block "
-            f"accesses, {t['distinct_blocks']:,} distinct blocks of {t['block_size']} "
-            f"tokens ({mode})"
+            text(
+                f"trace {t['file']}: {t['requests']:,} requests, {t['accesses']:,} block "
+                f"accesses, {t['distinct_blocks']:,} distinct blocks of {t['block_size']} "
+                f"tokens ({mode})"
+            )
         )
         if t["chain_violations"]:
             c.print(
@@ -526,9 +528,9 @@ def _render_tiers(data: dict[str, Any], chart) -> None:
                 f"{p['missed_hit_rate']:.2%} of hit rate after the plateau[/yellow]"
             )
     if chart.series:
-        c.print(text_plot(chart), markup=False, highlight=False)
+        c.print(text_lines(text_plot(chart).split("\n")))
     if data.get("plot"):
-        c.print(f"plot written to {data['plot']}")
+        c.print(text(f"plot written to {data['plot']}"))
 
 
 def register(app: typer.Typer) -> None:

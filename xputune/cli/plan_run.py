@@ -64,18 +64,26 @@ def run_plan(
 def _render(data: dict[str, Any]) -> None:
     import shlex
 
-    from xputune.cli.output import ID, TEXT, new_table, print_fitted
+    from rich.text import Text
+
+    from xputune.cli.output import ID, TEXT, add_row, new_table, print_fitted, text
 
     out = console()
     m = data["model"]
     out.print(
-        f"[bold]{m['name']}[/] ({m['attention'].upper()}, {m['layers']} layers, "
-        f"{m['dtype']}) at TP {m['tp']}: {m['bytes_per_token_per_rank']:,} bytes per token "
-        f"per rank; strategy [bold]{data['strategy']}[/]"
+        Text.assemble(
+            text(m["name"], "bold"),
+            text(
+                f" ({m['attention'].upper()}, {m['layers']} layers, {m['dtype']}) at TP "
+                f"{m['tp']}: {m['bytes_per_token_per_rank']:,} bytes per token per rank; "
+                "strategy "
+            ),
+            text(data["strategy"], "bold"),
+        )
     )
     advice = data["recommended_strategy"]
     if advice["strategy"] not in (None, data["strategy"]):
-        out.print(f"note: {advice['strategy']} is recommended here: {advice['reason']}")
+        out.print(text(f"note: {advice['strategy']} is recommended here: {advice['reason']}"))
     ranks = new_table(
         "Bindings",
         [
@@ -91,7 +99,8 @@ def _render(data: dict[str, Any]) -> None:
         ],
     )
     for r in data["ranks"]:
-        ranks.add_row(
+        add_row(
+            ranks,
             str(r["rank"]),
             r["card"],
             r["bdf"],
@@ -115,7 +124,8 @@ def _render(data: dict[str, Any]) -> None:
     chosen = data["tier"]["hicache_size_gb"]
     for t in data["capacity"]["tiers"]:
         mark = " <" if t["hicache_size_gb"] == chosen else ""
-        tiers.add_row(
+        add_row(
+            tiers,
             f"{t['step']}{mark}",
             str(t["hicache_size_gb"]),
             f"{t['host_gb_total']:,}",
@@ -124,14 +134,15 @@ def _render(data: dict[str, Any]) -> None:
         )
     print_fitted(out, ranks, tiers, keys=2)
     for note in data["capacity"]["notes"]:
-        out.print(f"note: {note}")
+        out.print(text(f"note: {note}"))
     for warning in data["warnings"]:
-        out.print(f"[yellow]warning: {warning}[/]")
+        out.print(text(f"warning: {warning}", "yellow"))
     env = " ".join(f"{k}={v}" for k, v in data["env"].items())
     out.print(
-        "\n[bold]SGLang[/]: "
-        + env
-        + " python -m sglang.launch_server "
-        + shlex.join(data["sglang_args"]),
+        Text.assemble(
+            "\n",
+            ("SGLang", "bold"),
+            text(f": {env} python -m sglang.launch_server {shlex.join(data['sglang_args'])}"),
+        ),
         soft_wrap=True,
     )

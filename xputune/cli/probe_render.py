@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from xputune.cli.output import ID, TEXT, fit, new_table, print_fitted
+from xputune.cli.output import ID, TEXT, add_row, fit, new_table, print_fitted, text, text_lines
 from xputune.host.values import format_cpulist
 from xputune.topology.model import RELATION_HELP, Ordering, Topology
 from xputune.topology.serialize import PCIE_ONLY
@@ -28,10 +28,10 @@ def _bool(value: bool | None) -> str:
 
 def _ido(ordering: Ordering) -> Text:
     if ordering.ido_request is None:
-        return Text(f"unknown: {ordering.reason}", style="dim")
-    text = f"{_bool(ordering.ido_request)}/{_bool(ordering.ido_completion)}"
+        return text(f"unknown: {ordering.reason}", style="dim")
+    shown = f"{_bool(ordering.ido_request)}/{_bool(ordering.ido_completion)}"
     on = ordering.ido_request and ordering.ido_completion
-    return Text(text, style="green" if on else "yellow")
+    return Text(shown, style="green" if on else "yellow")
 
 
 def summary(topo: Topology) -> Text:
@@ -39,10 +39,10 @@ def summary(topo: Topology) -> Text:
     families = sorted({c.model for c in topo.cards})
     return Text.assemble(
         ("Host ", "bold"),
-        f"{topo.source}: {topo.cpu.vendor} {topo.cpu.model_name}, ",
+        text(f"{topo.source}: {topo.cpu.vendor} {topo.cpu.model_name}, "),
         f"{len(topo.cpu.packages)} package(s), {topo.cpu.logical_cpus} CPUs, ",
         f"{len(topo.numa_nodes)} NUMA node(s), {total / GIB:,.0f} GiB; ",
-        f"{len(topo.cards)} card(s) {', '.join(families)}; {len(topo.nics)} NIC(s); ",
+        text(f"{len(topo.cards)} card(s) {', '.join(families)}; {len(topo.nics)} NIC(s); "),
         f"{len(topo.pci)} PCI functions",
     )
 
@@ -67,7 +67,7 @@ def _affinity(topo: Topology) -> dict[str, tuple[str, str]]:
 
 def _cell(topo: Topology, row: str, col: str) -> Text:
     code = topo.relations[row][col]
-    return Text(code, style=_style(code))
+    return text(code, style=_style(code))
 
 
 def matrix(topo: Topology, source: str = PCIE_ONLY) -> Table:
@@ -75,12 +75,12 @@ def matrix(topo: Topology, source: str = PCIE_ONLY) -> Table:
     names = [c.name for c in topo.cards] + [n.name for n in topo.nics]
     table = new_table(f"Relations from {source}", [("", ID)])
     for name in names:
-        table.add_column(name, justify="center", **ID)
+        table.add_column(text(name), justify="center", **ID)
     table.add_column("CPU Affinity", **ID)
     table.add_column("NUMA Affinity", justify="center", **TEXT)
     affinity = _affinity(topo)
     for row in names:
-        table.add_row(row, *(_cell(topo, row, col) for col in names), *affinity[row])
+        add_row(table, row, *(_cell(topo, row, col) for col in names), *affinity[row])
     return table
 
 
@@ -88,12 +88,12 @@ def _near(topo: Topology, labels: list[str]) -> Table:
     nics = [n.name for n in topo.nics]
     near = new_table("NICs and CPUs near each card and NIC", [("", ID)])
     for label in labels:
-        near.add_column(label, justify="center", **ID)
+        near.add_column(text(label), justify="center", **ID)
     near.add_column("CPU Affinity", **ID)
     near.add_column("NUMA Affinity", justify="center", **TEXT)
     affinity = _affinity(topo)
     for row in [c.name for c in topo.cards] + nics:
-        near.add_row(row, *(_cell(topo, row, col) for col in nics), *affinity[row])
+        add_row(near, row, *(_cell(topo, row, col) for col in nics), *affinity[row])
     return near
 
 
@@ -104,16 +104,16 @@ def narrow_matrix(topo: Topology, console: Console, source: str = PCIE_ONLY) -> 
     cards = [c.name for c in topo.cards]
     square = new_table(f"Relations from {source}: cards", [("", ID)])
     for name in cards:
-        square.add_column(name, justify="center", **ID)
+        square.add_column(text(name), justify="center", **ID)
     for row in cards:
-        square.add_row(row, *(_cell(topo, row, col) for col in cards))
+        add_row(square, row, *(_cell(topo, row, col) for col in cards))
     nics = [n.name for n in topo.nics]
     near = _near(topo, nics)
     if len(fit(console, near)) == 1:
         return [square, legend(), near]
     labels = [f"nic{i}" for i in range(len(nics))]
     key = ", ".join(f"{label} = {name}" for label, name in zip(labels, nics, strict=True))
-    return [square, legend(), _near(topo, labels), Text(f"  {key}", style="dim")]
+    return [square, legend(), _near(topo, labels), text(f"  {key}", style="dim")]
 
 
 def legend() -> Text:
@@ -137,9 +137,9 @@ def cards_table(topo: Topology) -> Table:
     )
     for card in topo.cards:
         fn = topo.pci[card.bdf]
-        link = Text(fn.link.describe(), style="red" if fn.link.degraded else "")
+        link = text(fn.link.describe(), style="red" if fn.link.degraded else "")
         if fn.link.degraded:
-            link.append(f" < {fn.link.describe('max')}")
+            link.append(text(f" < {fn.link.describe('max')}"))
         path = topo.ports_on_path(card)
         known = [p.ordering for p in path if p.ordering.ido_request is not None]
         if len(known) < len(path):
@@ -149,7 +149,8 @@ def cards_table(topo: Topology) -> Table:
             on_path = Text(
                 f"{on}/{len(path)} ports", style="green" if on == len(path) else "yellow"
             )
-        table.add_row(
+        add_row(
+            table,
             card.name,
             card.bdf,
             card.model,
@@ -182,7 +183,8 @@ def vendor_table(topo: Topology, vendor: Mapping[str, VendorInfo]) -> Table:
         if info is None:
             continue
         memory = info.memory_total_bytes
-        table.add_row(
+        add_row(
+            table,
             card.name,
             card.bdf,
             info.product_name or "-",
@@ -201,7 +203,8 @@ def paths_table(topo: Topology) -> Table:
     )
     for card in topo.cards:
         for i, fn in enumerate(topo.ports_on_path(card)):
-            table.add_row(
+            add_row(
+                table,
                 card.name if i == 0 else "",
                 fn.bdf,
                 fn.kind,
@@ -219,7 +222,8 @@ def uplinks_table(topo: Topology) -> Table:
         [("uplink", ID), ("root port", ID), "cards", "NICs", "link"],
     )
     for up in topo.uplinks:
-        table.add_row(
+        add_row(
+            table,
             up.bdf,
             up.root_port or "-",
             " ".join(up.cards),
@@ -240,7 +244,8 @@ def numa_table(topo: Topology) -> Table:
     )
     for node in topo.numa_nodes:
         cards = " ".join(c.name for c in topo.cards if c.numa_node == node.id)
-        table.add_row(
+        add_row(
+            table,
             str(node.id),
             format_cpulist(node.cpus) or "(memory only)",
             _gib(node.memory_total_bytes),
@@ -258,7 +263,8 @@ def nics_table(topo: Topology) -> Table:
     )
     for nic in topo.nics:
         speed = f"{nic.speed_mbps // 1000} Gb/s" if nic.speed_mbps else "-"
-        table.add_row(
+        add_row(
+            table,
             nic.name,
             nic.bdf,
             nic.rdma or "-",
@@ -276,7 +282,7 @@ def settings_table(topo: Topology) -> Table:
         "Host settings for the KV transfer path", [("setting", ID), "value", "verdict", "why"]
     )
     for v in settings_verdicts(topo):
-        table.add_row(v.setting, v.value, Text(v.verdict, style=STYLE[v.verdict]), v.why)
+        add_row(table, v.setting, v.value, text(v.verdict, style=STYLE[v.verdict]), v.why)
     return table
 
 
@@ -305,5 +311,5 @@ def render(
         parts.append(nics_table(topo))
     parts.append(settings_table(topo))
     if topo.warnings:
-        parts.append(Text("\n".join(f"warning: {w}" for w in topo.warnings), style="yellow"))
+        parts.append(text_lines((f"warning: {w}" for w in topo.warnings), style="yellow"))
     print_fitted(console, *parts)

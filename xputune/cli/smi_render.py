@@ -6,9 +6,8 @@ from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from xputune.cli.output import ID, TEXT, new_table, print_fitted
+from xputune.cli.output import ID, TEXT, add_row, new_table, print_fitted, text, text_lines
 from xputune.devices.xpusmi import SmiCard, SmiReport, SmiTopo
 
 
@@ -52,19 +51,21 @@ def cards_table(report: SmiReport) -> Table:
     title = f"Cards ({report.tool})"
     if report.driver_version:
         title += f", driver {report.driver_version}"
-    table = new_table(title, [(COLUMNS[i][0], ID if COLUMNS[i][0] in IDS else TEXT) for i in keep])
+    table = new_table(
+        text(title), [(COLUMNS[i][0], ID if COLUMNS[i][0] in IDS else TEXT) for i in keep]
+    )
     for row in cells:
-        table.add_row(*("-" if row[i] is None else row[i] for i in keep))
+        add_row(table, *("-" if row[i] is None else row[i] for i in keep))
     return table
 
 
 def matrix(topo: SmiTopo, tool: str) -> Table:
-    table = new_table(f"Relations ({tool})", [("", ID)])
+    table = new_table(text(f"Relations ({tool})"), [("", ID)])
     for name in topo.devices:
-        table.add_column(name, justify="center", **ID)
+        table.add_column(text(name), justify="center", **ID)
     for row in topo.devices:
         if row in topo.relations:
-            table.add_row(row, *(topo.relations[row].get(col) or "?" for col in topo.devices))
+            add_row(table, row, *(topo.relations[row].get(col) or "?" for col in topo.devices))
     return table
 
 
@@ -72,7 +73,7 @@ def processes(report: SmiReport) -> Table:
     table = new_table("Processes", [("#", ID), ("PID", ID), "type", "name", "memory MiB"])
     for p in report.processes:
         cells = (p.index, p.pid, p.type, p.name, p.memory_mib)
-        table.add_row(*("-" if v is None else str(v) for v in cells))
+        add_row(table, *("-" if v is None else str(v) for v in cells))
     return table
 
 
@@ -82,9 +83,9 @@ def render(report: SmiReport, console: Console) -> None:
         parts.append(matrix(report.topology, report.tool))
         legend = {**report.topology.legend, **report.topology.nics}
         if legend:
-            parts.append(Text("\n".join(f"  {k:<4} = {v}" for k, v in legend.items()), style="dim"))
+            parts.append(text_lines((f"  {k:<4} = {v}" for k, v in legend.items()), style="dim"))
     if report.processes:
         parts.append(processes(report))
     if report.warnings:
-        parts.append(Text("\n".join(f"warning: {w}" for w in report.warnings), style="yellow"))
+        parts.append(text_lines((f"warning: {w}" for w in report.warnings), style="yellow"))
     print_fitted(console, *parts)

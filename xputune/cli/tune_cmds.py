@@ -208,28 +208,32 @@ def apply_cmd(
     if fmt is not Format.table:
         emit_data(engine.apply_document(view, selection, result), fmt)
         return
+    from rich.text import Text
+
+    from xputune.cli.output import text
+
     out = console()
-    out.print(profile_line(selection), markup=False)
+    out.print(text(profile_line(selection)))
     if not result.changes:
         out.print("[green]nothing to change: every setting already holds[/green]")
     else:
         header = f"profile {selection.profile.name}"
         if set(selection.wants) != set(selection.profile.knobs):
             header += f" ({', '.join(selection.wants)} only)"
-        for text, style in _diff_lines(result.changes, header):
-            out.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+        for line, style in _diff_lines(result.changes, header):
+            out.print(text(line, style), soft_wrap=True)
     for warning in result.warnings:
-        out.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
+        out.print(Text.assemble(("warning:", "yellow"), text(f" {warning}")), soft_wrap=True)
     if result.dry_run:
         out.print(f"dry run: {len(result.changes)} change(s) planned, nothing written")
     elif result.changes:
-        from rich.text import Text
-
         out.print(
             Text.assemble(
                 (f"applied and verified {len(result.changes)} change(s)", "green"),
-                f"; originals in {result.journal}; undo with: xputune rollback"
-                + same_host(root, example),
+                text(
+                    f"; originals in {result.journal}; undo with: xputune rollback"
+                    + same_host(root, example)
+                ),
             ),
             soft_wrap=True,
         )
@@ -260,15 +264,19 @@ def rollback_cmd(
     if fmt is not Format.table:
         emit_data(engine.rollback_document(view, result), fmt)
         return
+    from rich.text import Text
+
+    from xputune.cli.output import text
+
     out = console()
     if not result.transactions:
         out.print("nothing to roll back: no journaled changes on this host")
         return
     for warning in result.warnings:
-        out.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
+        out.print(Text.assemble(("warning:", "yellow"), text(f" {warning}")), soft_wrap=True)
     for r in result.restored:
         shown = r.step.original_text or repr(r.step.original)
-        out.print(f"restored {r.step.knob} {r.step.label}: {shown}", markup=False, soft_wrap=True)
+        out.print(text(f"restored {r.step.knob} {r.step.label}: {shown}"), soft_wrap=True)
     out.print(
         f"[green]rolled back {len(result.restored)} change(s) from "
         f"{result.transactions} apply(s)[/green]"
@@ -299,17 +307,20 @@ def recommend_cmd(
         emit_data(recommend.document(view.label, ranked), fmt)
         return
     from rich.table import Table
+    from rich.text import Text
+
+    from xputune.cli.output import add_row, text
 
     out = console()
     table = Table(header_style="bold")
     for column in ("Profile", "Fits", "Score", "Why"):
         table.add_column(column, overflow="fold")
     for c in ranked:
-        mark = "[green]yes[/green]" if c.eligible else "[red]no[/red]"
-        table.add_row(c.profile.name, mark, str(c.score), "; ".join(c.reasons))
+        mark = Text("yes", "green") if c.eligible else Text("no", "red")
+        add_row(table, c.profile.name, mark, str(c.score), "; ".join(c.reasons))
     out.print(table)
     out.print(
-        f"recommended: [bold]{best.profile.name}[/bold]"
+        Text.assemble("recommended: ", text(best.profile.name, "bold"))
         if best
         else "no profile fits; check and apply fall back to generic"
     )
@@ -337,12 +348,14 @@ def profiles_cmd(
             return
         from rich.table import Table
 
+        from xputune.cli.output import add_row
+
         table = Table(header_style="bold")
         table.add_column("Profile")
         table.add_column("Includes")
         table.add_column("Description", overflow="fold")
         for p in loaded:
-            table.add_row(p.name, ", ".join(p.chain[:-1]) or "-", p.description)
+            add_row(table, p.name, ", ".join(p.chain[:-1]) or "-", p.description)
         console().print(table)
         return
     p = profiles.load(name)
@@ -353,15 +366,23 @@ def profiles_cmd(
         return
     from rich.table import Table
 
+    from xputune.cli.output import add_row, text
+
     out = console()
-    out.print(f"{p.name}: {p.description}", markup=False)
-    out.print(f"chain: {' <- '.join(reversed(p.chain))}", markup=False)
+    out.print(text(f"{p.name}: {p.description}"))
+    out.print(text(f"chain: {' <- '.join(reversed(p.chain))}"))
     table = Table(header_style="bold")
     for column in ("Knob", "Value", "Also holds", "Severity", "From", "Why"):
         table.add_column(column, overflow="fold")
     for k, v in knobs.items():
-        table.add_row(
-            k, v["value"], ", ".join(v["accept"]) or "-", v["severity"], v["from"], v["why"] or "-"
+        add_row(
+            table,
+            k,
+            v["value"],
+            ", ".join(v["accept"]) or "-",
+            v["severity"],
+            v["from"],
+            v["why"] or "-",
         )
     out.print(table)
     if p.platform_registers:
