@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from rich.emoji import Emoji
 
 from xputune.fleet.labels import parse_feature_file, valid_label
 
@@ -242,7 +243,8 @@ def test_fleet_report_refuses_a_newer_schema(run_cli, fleet: Path) -> None:
 
 def test_fleet_report_missing_file_and_duplicate_host(run_cli, fleet: Path) -> None:
     code, _, err = run_cli("fleet", "report", str(fleet / "nope.json"))
-    assert code == 2 and "nope.json: cannot read: No such file or directory" in err
+    gone = fleet / "nope.json"
+    assert code == 2 and err == f"xputune: error: probe or check document not found: {gone}\n"
     copy = fleet / "h100.json"
     copy.write_text((fleet / "h100.probe.json").read_text())
     code, _, err = run_cli("fleet", "report", str(fleet / "h100.probe.json"), str(copy))
@@ -250,3 +252,129 @@ def test_fleet_report_missing_file_and_duplicate_host(run_cli, fleet: Path) -> N
     (fleet / "bin.json").write_bytes(b"\xff\xfe")
     code, _, err = run_cli("fleet", "report", str(fleet / "bin.json"))
     assert code == 2 and "not UTF-8" in err
+
+
+# --------------------------------------------------------------- hostile documents and names
+
+
+def _mutated(fleet: Path, change) -> str:
+    """h100's real probe document, changed by `change(doc)`, as JSON text."""
+    doc = json.loads((fleet / "h100.probe.json").read_text())
+    change(doc)
+    return json.dumps(doc)
+
+
+def _set(path: str, value):
+    def change(doc) -> None:
+        *parents, last = path.split(".")
+        target = doc
+        for key in parents:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        target[last] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "says"),
+    [
+        ("cards.0.link.current_speed_gts", float("nan"), "NaN is not a number JSON allows"),
+        ("cards.0.link.max_speed_gts", float("inf"), "Infinity is not a number JSON allows"),
+        ("cards.0.link.max_speed_gts", 1e9, "cards[0].link.max_speed_gts is 1000000000.0, out"),
+        ("cards.0.link.current_width", -16, "cards[0].link.current_width is -16, out of range"),
+        ("cards.0.link.max_width", 10**30, "cards[0].link.max_width is 1000000000000000000000"),
+        ("cards.0.numa_node", -1, "cards[0].numa_node is -1, out of range (0..1023)"),
+        ("cards.2.model", "H100" * 1000, "cards[2].model is 4,000 characters long"),
+        ("uplinks.0.link.current_speed_gts", "fast", "uplinks[0].link.current_speed_gts is str"),
+        ("cards.1.link.degraded", True, "degraded without the speeds"),
+    ],
+)
+def test_fleet_report_refuses_values_no_probe_writes(
+    run_cli, fleet: Path, where: str, value, says: str
+) -> None:
+    bad = fleet / "bad.json"
+    change = _set(where, value)
+    if where == "cards.1.link.degraded":
+        change = lambda doc: (_set(where, True)(doc),  # noqa: E731
+                              _set("cards.1.link.max_speed_gts", None)(doc))  # fmt: skip
+    bad.write_text(_mutated(fleet, change))
+    code, out, err = run_cli("fleet", "report", "-f", "json", str(bad))
+    assert code == 2 and out == ""
+    assert err.startswith(f"xputune: error: {bad}: ") and says in err, err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"schema_version": 1, "cards": [], "x": ' + "7" * 5000 + "}", "thousands of digits"),
+        ('{"schema_version": 1, "cards": [], "x": 1e999}', "1e999 is beyond the range"),
+        ('{"schema_version": 1, "cards": [], "x": -Infinity}', "-Infinity is not a number"),
+    ],
+)
+def test_fleet_report_refuses_what_is_not_strict_json(
+    run_cli, tmp_path: Path, content: str, says: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    code, out, err = run_cli("fleet", "report", str(bad))
+    assert code == 2 and out == "" and says in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.timeout(30)
+def test_fleet_report_refuses_fifos_devices_and_huge_files_before_reading(
+    run_cli, tmp_path: Path
+) -> None:
+    from xputune.userfiles import DOCUMENT_MAX
+
+    fifo = tmp_path / "node1.json"
+    os.mkfifo(fifo)  # nobody writes: a read would block forever
+    huge = tmp_path / "node2.json"
+    with huge.open("wb") as fh:
+        fh.truncate(DOCUMENT_MAX + 1)  # sparse: costs no disk
+    cases = {
+        str(fifo): f"probe or check document is a FIFO, not a regular file: {fifo}",
+        "/dev/zero": "probe or check document is a character device, not a regular file: /dev/zero",
+        str(tmp_path): f"probe or check document is a directory: {tmp_path}",
+        str(huge): f"probe or check document too large: {huge} (more than 16 MiB)",
+    }
+    for path, says in cases.items():
+        code, out, err = run_cli("fleet", "report", path)
+        assert code == 2 and out == "" and err == f"xputune: error: {says}\n", err
+
+
+HOSTILE = "[/red][bold]x\x1b[2J\x1b]0;pwned\x07:ab:\u202e"
+SHOWN = "[/red][bold]x\\x1b[2J\\x1b]0;pwned\\x07:ab:\\u202e"  # as it must be printed
+FILE = "[red]x\x1b[2J:ab:\u202e"  # what a file name can hold of it (no /)
+
+
+def test_fleet_report_prints_names_from_data_as_text(run_cli, fleet: Path, monkeypatch) -> None:
+    """Markup, escape sequences, emoji codes and bidi overrides in names from the documents
+    (and in file names) reach the terminal as visible text, never as what they would do."""
+    monkeypatch.setenv("COLUMNS", "400")
+    evil = fleet / f"n{FILE}.probe.json"
+
+    def change(doc) -> None:
+        for card in doc["cards"]:
+            card["model"] = HOSTILE
+        doc["cards"][0]["name"] = "gpu" + HOSTILE
+
+    evil.write_text(_mutated(fleet, change))
+    check = json.loads((fleet / "h100.check.json").read_text())
+    check["ok"] = False
+    check["profile"] = HOSTILE
+    check["rows"][0].update(knob="k" + HOSTILE, verdict="drift")
+    (fleet / f"n{FILE}.check.json").write_text(json.dumps(check))
+    files = [str(fleet / "h100.probe.json"), str(evil), str(fleet / f"n{FILE}.check.json")]
+    code, out, err = run_cli("fleet", "report", *files)
+    assert code == 1 and err == ""
+    assert "n[red]x\\x1b[2J:ab:\\u202e" in out  # the host, named by its file
+    assert f"8x {SHOWN}" in out  # the layout, from the card models
+    assert f"{SHOWN}: k{SHOWN}" in out  # the check's profile and knob
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert Emoji.replace(":ab:") not in out
+    code, out, _ = run_cli("fleet", "report", "-f", "json", *files)
+    doc = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    assert doc["hosts"][1]["host"] == f"n{FILE}"  # JSON carries the name as it is
+    assert doc["hosts"][1]["check"]["profile"] == HOSTILE

@@ -168,19 +168,9 @@ def report(
         for h in $(cat hosts); do ssh $h xputune probe -f json > $h.probe.json; done
         xputune fleet report *.probe.json *.check.json
     """
-    from xputune.errors import XputuneError
-    from xputune.fleet.report import build, has_findings, load
+    from xputune.fleet.report import build, has_findings, load_files
 
-    texts = {}
-    for path in files:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                texts[path] = handle.read()
-        except UnicodeDecodeError:
-            raise XputuneError(f"{path}: not UTF-8 text (not a probe or check document)") from None
-        except OSError as exc:
-            raise XputuneError(f"{path}: cannot read: {exc.strerror}") from None
-    doc = build(load(texts))
+    doc = build(load_files(files))
     if fmt is not Format.table:
         emit_data(doc, fmt)
     else:
@@ -191,7 +181,7 @@ def report(
 def _render(doc) -> None:
     from rich.table import Table
 
-    from xputune.cli.output import ID, TEXT
+    from xputune.cli.output import ID, TEXT, add_row, text
     from xputune.fleet.report import describe_link
 
     out = console()
@@ -210,31 +200,30 @@ def _render(doc) -> None:
         layout = row["layout"] or {}
         differs = row["layout_differs"]
 
-        def cell(aspect: str, layout=layout, differs=differs) -> str:
-            value = layout.get(aspect, "-")
-            return f"[red]{value}[/red]" if aspect in differs else value
+        def cell(aspect: str, layout=layout, differs=differs):
+            return text(layout.get(aspect, "-"), style="red" if aspect in differs else "")
 
         degraded = len(row["degraded_links"])
-        links = f"[red]{degraded} degraded[/red]" if degraded else ("ok" if layout else "-")
+        links = text(f"{degraded} degraded", "red") if degraded else ("ok" if layout else "-")
         check = row["check"]
         if check is None:
-            verdict = "[yellow]no check file[/yellow]"
+            verdict = text("no check file", "yellow")
         elif check["ok"]:
-            verdict = f"[green]{check['profile']}: holds[/green]"
+            verdict = text(f"{check['profile']}: holds", "green")
         else:
             knobs = ", ".join(check["not_holding"])
-            verdict = f"[red]{check['profile']}: {knobs}[/red]"
-        table.add_row(row["host"], cell("cards"), cell("cards_per_numa_node"),
-                      cell("cards_per_uplink"), row["ido"] or "-", links, verdict)  # fmt: skip
+            verdict = text(f"{check['profile']}: {knobs}", "red")
+        add_row(table, row["host"], cell("cards"), cell("cards_per_numa_node"),
+                cell("cards_per_uplink"), row["ido"] or "-", links, verdict)  # fmt: skip
     out.print(table)
     majority = doc["majority_layout"]
     if any(majority.values()):
         shown = "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in majority.items() if v)
-        out.print(f"majority layout: {shown}", markup=False, soft_wrap=True)
+        out.print(text(f"majority layout: {shown}"), soft_wrap=True)
     for d in doc["degraded_links"]:
         what = d["card"] or f"uplink {d['bdf']}"
-        out.print(f"degraded: {d['host']} {what} ({d['bdf']}) at {describe_link(d)}",
-                  markup=False, soft_wrap=True)  # fmt: skip
+        out.print(text(f"degraded: {d['host']} {what} ({d['bdf']}) at {describe_link(d)}"),
+                  soft_wrap=True)  # fmt: skip
     summary = []
     if doc["drifting_hosts"]:
         summary.append(f"{len(doc['drifting_hosts'])} drift ({', '.join(doc['drifting_hosts'])})")
@@ -244,8 +233,9 @@ def _render(doc) -> None:
     if doc["unchecked_hosts"]:
         summary.append(f"{len(doc['unchecked_hosts'])} without a check file")
     hosts = len(doc["hosts"])
-    out.print(f"{hosts} host{'s' * (hosts != 1)}: " + ("; ".join(summary) or "nothing stands out"),
-              markup=False, soft_wrap=True)  # fmt: skip
+    out.print(text(f"{hosts} host{'s' * (hosts != 1)}: " + ("; ".join(summary) or
+                                                          "nothing stands out")),
+              soft_wrap=True)  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

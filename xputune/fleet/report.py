@@ -6,22 +6,32 @@ of the same hosts. A host is named by its file: `node7.json`, `node7.probe.json`
 name). Findings: hosts whose check drifts, cards (and uplinks) whose PCIe link runs below what it
 can, and hosts whose layout (card model and count, cards per NUMA node, cards per uplink) is not
 the one most hosts have. Reading is strict: a file that is not such a document, or one of a
-newer schema_version than this xputune knows, is refused naming the file.
+newer schema_version than this xputune knows, is refused naming the file; so is one past
+userfiles.DOCUMENT_MAX, one that is not strict JSON (NaN, Infinity), and one whose values are
+out of any real range (a negative NUMA node, a link of 10^9 GT/s, a name of a megabyte): what
+the report prints or writes must be what a probe could have written.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from xputune.errors import XputuneError
 from xputune.topology.serialize import SCHEMA_VERSION
+from xputune.userfiles import DOCUMENT_MAX, loads, printable, read_text
 
 REPORT_SCHEMA_VERSION = 1
 CHECK_SCHEMA_VERSION = 1  # `check --format json`
 ASPECTS = ("cards", "cards_per_numa_node", "cards_per_uplink")
+#: bounds on what a probe or check writes: longer strings and larger numbers are not a host's
+NAME_MAX = 256  # characters of a name, model, bus id, profile, knob or verdict
+NUMA_MAX = 1023  # Linux numbers NUMA nodes below 1024 (NODES_SHIFT <= 10)
+SPEED_MAX = 1000.0  # GT/s of a PCIe link (PCIe 7 runs 128)
+WIDTH_MAX = 64  # lanes of a PCIe link (x32 is the widest defined)
 
 
 class FleetInputError(XputuneError):
@@ -48,7 +58,7 @@ def host_of(path: str) -> str:
 
 
 def _fail(path: str, why: str) -> FleetInputError:
-    return FleetInputError(f"{path}: {why}")
+    return FleetInputError(f"{printable(path)}: {why}")
 
 
 def _version(path: str, doc: dict[str, Any], known: int, what: str) -> None:
@@ -60,14 +70,35 @@ def _version(path: str, doc: dict[str, Any], known: int, what: str) -> None:
                           f"xputune reads ({known}); upgrade xputune to read it")  # fmt: skip
 
 
-def _need(path: str, obj: Any, key: str, kinds: type | tuple[type, ...], where: str) -> Any:
+def _need(
+    path: str,
+    obj: Any,
+    key: str,
+    kinds: type | tuple[type, ...],
+    where: str,
+    most: float | None = None,
+) -> Any:
+    """obj[key], of one of `kinds`; a string at most NAME_MAX long, a number within 0..most."""
     if not isinstance(obj, dict) or key not in obj:
         raise _fail(path, f"probe document without {where}{key}")
     value = obj[key]
     allowed = kinds if isinstance(kinds, tuple) else (kinds,)
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
         raise _fail(path, f"{where}{key} is {type(value).__name__}, not what probe writes")
+    if isinstance(value, str) and len(value) > NAME_MAX:
+        raise _fail(path, f"{where}{key} is {len(value):,} characters long (at most {NAME_MAX})")
+    if most is not None and isinstance(value, int | float) and not 0 <= value <= most:
+        raise _fail(path, f"{where}{key} is {repr(value)[:40]}, out of range (0..{most:g})")
     return value
+
+
+def _check_link(path: str, link: dict[str, Any], where: str) -> None:
+    speeds = [_need(path, link, key, (int, float, type(None)), where, SPEED_MAX)
+              for key in ("current_speed_gts", "max_speed_gts")]  # fmt: skip
+    widths = [_need(path, link, key, (int, type(None)), where, WIDTH_MAX)
+              for key in ("current_width", "max_width")]  # fmt: skip
+    if _need(path, link, "degraded", bool, where) and (None in speeds or widths[1] is None):
+        raise _fail(path, f"{where}degraded without the speeds and width it is judged by")
 
 
 def _check_probe(path: str, doc: dict[str, Any]) -> None:
@@ -77,31 +108,43 @@ def _check_probe(path: str, doc: dict[str, Any]) -> None:
         where = f"cards[{i}]."
         _need(path, card, "name", str, where)
         _need(path, card, "model", str, where)
-        _need(path, card, "numa_node", (int, type(None)), where)
+        _need(path, card, "bdf", str, where)
+        _need(path, card, "numa_node", (int, type(None)), where, NUMA_MAX)
         _need(path, card, "uplink", (str, type(None)), where)
-        link = _need(path, card, "link", dict, where)
-        for key in ("current_speed_gts", "max_speed_gts"):
-            _need(path, link, key, (int, float, type(None)), where + "link.")
-        for key in ("current_width", "max_width"):
-            _need(path, link, key, (int, type(None)), where + "link.")
-        _need(path, link, "degraded", bool, where + "link.")
+        _check_link(path, _need(path, card, "link", dict, where), where + "link.")
         _need(path, card, "path", list, where)
     for i, uplink in enumerate(_need(path, doc, "uplinks", list, "")):
-        _need(path, uplink, "bdf", str, f"uplinks[{i}].")
-        _need(path, uplink, "cards", list, f"uplinks[{i}].")
-        _need(path, uplink, "link", dict, f"uplinks[{i}].")
+        where = f"uplinks[{i}]."
+        _need(path, uplink, "bdf", str, where)
+        _need(path, uplink, "cards", list, where)
+        _check_link(path, _need(path, uplink, "link", dict, where), where + "link.")
 
 
 def _check_check(path: str, doc: dict[str, Any]) -> None:
     _version(path, doc, CHECK_SCHEMA_VERSION, "check")
     if not isinstance(doc.get("profile"), str) or not isinstance(doc.get("ok"), bool):
         raise _fail(path, "check document without profile and ok")
+    if len(doc["profile"]) > NAME_MAX:
+        raise _fail(
+            path, f"profile is {len(doc['profile']):,} characters long (at most {NAME_MAX})"
+        )
     rows = doc.get("rows")
     if not isinstance(rows, list) or not all(
-        isinstance(r, dict) and isinstance(r.get("knob"), str) and isinstance(r.get("verdict"), str)
+        isinstance(r, dict)
+        and isinstance(r.get("knob"), str)
+        and isinstance(r.get("verdict"), str)
+        and len(r["knob"]) <= NAME_MAX
+        and len(r["verdict"]) <= NAME_MAX
         for r in rows
     ):
         raise _fail(path, "check document whose rows are not knob/verdict rows")
+
+
+def load_files(paths: Iterable[str]) -> list[Host]:
+    """The hosts of the probe and check documents at `paths`, each file read within
+    DOCUMENT_MAX and refused unless it is a regular file (userfiles)."""
+    what = "probe or check document"
+    return load({path: read_text(Path(path), what, DOCUMENT_MAX) for path in paths})
 
 
 def load(files: dict[str, str]) -> list[Host]:
@@ -110,9 +153,9 @@ def load(files: dict[str, str]) -> list[Host]:
     hosts: dict[str, Host] = {}
     for path, text in files.items():
         try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise _fail(path, f"not JSON ({exc})") from None
+            doc = loads(text)
+        except ValueError as exc:
+            raise _fail(path, str(exc)) from None
         if not isinstance(doc, dict):
             raise _fail(path, f"not a probe or check document (a JSON {type(doc).__name__})")
         if "cards" in doc:
