@@ -11,6 +11,10 @@ the directories the install had to create (their list is journaled with the chan
 long-running `xputune watch` with the same flags (Restart=on-failure), which re-applies the
 settings when a card reset, hot-plug or driver rebind loses them between boots. Rollback removes
 it like the boot unit and, on the live host, stops it.
+
+Both units start in / at boot, so every path they carry is absolute: the interpreter, and a
+profile given as a file (resolved at apply time against the caller's folder, see unit_args).
+Both run sandboxed (see _HARDENING for what stays open and why).
 """
 
 from __future__ import annotations
@@ -261,9 +265,87 @@ def _unvar(word: str) -> str:
     return "".join(out)
 
 
+#: Flags of ours whose value may be a file path (a profile given as a file, not a name).
+PATH_FLAGS = ("--profile",)
+
+
+def unit_args(args: list[str], cwd: str | None = None) -> list[str]:
+    """`args` with every path argument made absolute against `cwd` (the caller's).
+
+    systemd starts a unit in /, so a relative `--profile ./rc.yaml` would name another file
+    at boot, or none. A profile given by name stays a name. Paths are made absolute, not
+    resolved: a link the operator points at the profile to switch it keeps working.
+    """
+    from xputune.tune.profiles import names_a_file
+
+    base = cwd or os.getcwd()
+    out = list(args)
+    for i, word in enumerate(out[:-1]):
+        value = out[i + 1]
+        if word in PATH_FLAGS and names_a_file(value) and not os.path.isabs(value):
+            out[i + 1] = os.path.normpath(os.path.join(base, value))
+    return out
+
+
+def _interpreter() -> str:
+    """This Python, by absolute path (a venv's own, not resolved: its packages come with it)."""
+    if not sys.executable:
+        raise HostError("cannot tell this Python's path (sys.executable is empty); no unit")
+    return os.path.abspath(sys.executable)
+
+
+# -- hardening (systemd.exec(5)) -------------------------------------------------------------
+# What the units must still do: write PCI config space, THP and other /sys attributes and
+# /proc/sys/kernel/numa_balancing (so no ProtectKernelTunables, and /sys, /proc stay
+# writable: ProtectSystem=strict leaves the API file systems /proc, /sys and /dev alone);
+# read all of config space and remount /dev/shm (CAP_SYS_ADMIN and the @mount system calls,
+# for mount(8)); write the state directory (StateDirectory: /var/lib/xputune, 0700); read a
+# profile or run a virtual environment under /home or /root (ProtectHome=read-only, not
+# yes); the watch service also hears udev over netlink (AF_NETLINK, and no PrivateNetwork:
+# udevd's events are sent in the host's network namespace).
+#
+# Most of these options give the service a mount namespace of its own. The /dev/shm remount
+# still reaches the host: `mount -o remount,huge=MODE` changes an option of the tmpfs
+# superblock, which every namespace's copy of the mount shares (verified with unshare(1) and
+# a slave copy; the host's mountinfo shows the new huge=), and the service's /dev is the
+# host's (no PrivateDevices, which would give it a tmpfs of its own). Left out on purpose:
+# PrivateDevices (see above), ProtectClock (it implies a device allow-list, and vendor tools
+# and NVML open the cards' device nodes), ProtectProc/ProcSubset (the lock names its holder
+# by pid; /proc/sys must stay), MemoryDenyWriteExecute (ctypes callbacks, vendor
+# libraries), PrivateUsers (the capabilities would be the namespace's, not the host's).
+_HARDENING = (
+    "NoNewPrivileges=yes",
+    "CapabilityBoundingSet=CAP_SYS_ADMIN",
+    "ProtectSystem=strict",
+    "StateDirectory=xputune",
+    "StateDirectoryMode=0700",
+    "ProtectHome=read-only",
+    "PrivateTmp=yes",
+    "PrivateIPC=yes",
+    "ProtectKernelModules=yes",
+    "ProtectKernelLogs=yes",
+    "ProtectControlGroups=yes",
+    "ProtectHostname=yes",
+    "RestrictNamespaces=yes",
+    "RestrictRealtime=yes",
+    "RestrictSUIDSGID=yes",
+    "LockPersonality=yes",
+    "IPAddressDeny=any",
+    "SystemCallArchitectures=native",
+    "SystemCallFilter=@system-service @mount",
+    "SystemCallErrorNumber=EPERM",
+    "UMask=0077",
+)
+
+
+def hardening(families: str) -> str:
+    """The unit's sandbox lines; `families`: the socket address families it may open."""
+    return "".join(f"{line}\n" for line in (*_HARDENING, f"RestrictAddressFamilies={families}"))
+
+
 def unit_text(args: list[str]) -> str:
     """The unit: oneshot after modules load, before services that use the cards."""
-    command = systemd_command([sys.executable, "-m", "xputune", "apply", *args, "--wait"])
+    command = systemd_command([_interpreter(), "-m", "xputune", "apply", *args, "--wait"])
     return (
         "# Installed by `xputune apply --persist`; removed by `xputune rollback`.\n"
         "[Unit]\n"
@@ -276,6 +358,7 @@ def unit_text(args: list[str]) -> str:
         "Type=oneshot\n"
         "RemainAfterExit=yes\n"
         f"ExecStart={command}\n"
+        f"{hardening('AF_UNIX')}"
         "\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n"
@@ -289,7 +372,7 @@ def watch_unit_text(args: list[str]) -> str:
     udevd (its event source). A clean stop (SIGTERM from `systemctl stop`) exits 0, and a
     watch paused by a rollback keeps running without re-applying; only a crash restarts it.
     """
-    command = systemd_command([sys.executable, "-m", "xputune", "watch", *args])
+    command = systemd_command([_interpreter(), "-m", "xputune", "watch", *args])
     return (
         "# Installed by `xputune apply --persist --watch`; removed by `xputune rollback`.\n"
         "[Unit]\n"
@@ -303,6 +386,7 @@ def watch_unit_text(args: list[str]) -> str:
         "Restart=on-failure\n"
         "RestartSec=10s\n"
         "TimeoutStopSec=30s\n"
+        f"{hardening('AF_UNIX AF_NETLINK')}"
         "\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n"
@@ -354,6 +438,7 @@ def check_row(view: HostView, args: list[str], unit: Unit = BOOT) -> Row | None:
     other settings at the next boot (or watch for other ones), or is not enabled, is: the
     reboot would undo the check.
     """
+    args = unit_args(args)
     text = view.read_optional(unit.path)
     # Listed, not followed: systemctl's link is absolute, which the view treats as an escape.
     wants_dir, link_name = unit.link.rsplit("/", 1)
@@ -388,6 +473,7 @@ def plan(view: HostView, args: list[str], watch: bool = False) -> list[Change]:
     [] when they are already in place. Without `watch` an installed watch unit is left alone
     (check reports it when its settings differ)."""
     changes: list[Change] = []
+    args = unit_args(args)
     for unit in (BOOT, WATCH) if watch else (BOOT,):
         changes += _unit_changes(view, unit, args)
     return changes

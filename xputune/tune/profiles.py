@@ -82,9 +82,14 @@ def profile_names() -> list[str]:
     return sorted(names)
 
 
+def names_a_file(name: str) -> bool:
+    """Whether `--profile NAME` names a file (a path or a .yaml name) rather than a profile."""
+    return name.endswith((".yaml", ".yml")) or os.sep in name
+
+
 def locate(name: str) -> str:
     """The file of a profile name, or the path itself when it names a .yaml file."""
-    if name.endswith((".yaml", ".yml")) or os.sep in name:
+    if names_a_file(name):
         if not os.path.isfile(name):
             raise ProfileError(f"profile file {name} does not exist")
         return name
