@@ -541,6 +541,10 @@ static void emit_all(const xt_runs *R, xt_emit *e, int64_t members, int64_t laye
     const xt_side *s = R->s, *d = R->d;
     for (int64_t m = 0; m < members; ++m) {
         if (run_major) {
+            /* Ahead by segments, not runs: with many layers per run (a page_first backup: 78
+             * one-item segments per token), eight runs ahead is ~700 KB, out of L1 before use. */
+            const int prefetch = !e->tsrc && R->mode != 2;
+            int64_t pq = XT_PREFETCH_AHEAD / layers, pl = XT_PREFETCH_AHEAD % layers;
             int64_t a = 0, b = 0;
             for (int64_t q = 0; q < R->runs; ++q) {
                 if (R->mode == 2) {
@@ -548,11 +552,17 @@ static void emit_all(const xt_runs *R, xt_emit *e, int64_t members, int64_t laye
                     b = next_break(s, d, a + 1, R->n);
                 } else {
                     run_bounds(R, q, &a, &b);
-                    if (!e->tsrc)
-                        for (int64_t l = 0; l < layers; ++l)
-                            prefetch_run(R, m, l, q + XT_PREFETCH_AHEAD, item);
                 }
-                for (int64_t l = 0; l < layers; ++l) emit(e, s, d, m, l, a, b, item);
+                for (int64_t l = 0; l < layers; ++l) {
+                    if (prefetch) {
+                        prefetch_run(R, m, pl, pq, item);
+                        if (++pl == layers) {
+                            pl = 0;
+                            ++pq;
+                        }
+                    }
+                    emit(e, s, d, m, l, a, b, item);
+                }
             }
         } else {
             for (int64_t l = 0; l < layers; ++l) {
