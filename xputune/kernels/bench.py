@@ -1,15 +1,19 @@
 """Copy bandwidth per host layout and direction, side by side with one plain copy of the bytes.
 
 Each case moves `tokens` token slots of `layers` layers between per-layer "device" buffers and a
-host pool in one layout, through the same operators SGLang calls (per-layer loads, all-layer
-write-back). Its baseline is one plain memcpy (host) or one host<->device copy (device) of the
-same total bytes, between the case's own buffers when one layer is moved (else between two
-flat buffers), timed in the same run, alternating with the case, so machine noise hits both;
-GB/s figures are best-of-repeats (medians are kept too); the ratio is the median of the
-per-pair ratios (baseline time / case time of back-to-back runs).
-page_first has no direct operator upstream (it uses the item kernel); on the host it is timed
-through the backend's C planner (the planner's segments, cut and copied in one call), on a device
-through the planner's segment table; its submission count is shown next to the others.
+host pool in one layout, through the operators SGLang calls (per-layer loads, all-layer
+write-back): layer_first transfer_kv_per_layer_mla / transfer_kv_all_layer_mla, page_first
+transfer_kv_per_layer_mla_pf_lf / transfer_kv_all_layer_mla_lf_pf, page_first_direct
+transfer_kv_per_layer_direct_pf_lf / transfer_kv_all_layer_direct_lf_pf. Its baseline is one
+plain memcpy (host) or one host<->device copy (device) of the same total bytes, between the
+case's own buffers when one layer is moved (else between two flat buffers), timed in the same
+run, alternating with the case, so machine noise hits both; GB/s figures are best-of-repeats
+(medians are kept too); the ratio is the median of the per-pair ratios (baseline time / case
+time of back-to-back runs). The segment count is the planner's for the case.
+
+A host pool of pool_layers layers is allocated untouched (a caller's `host_alloc`, e.g. a
+huge-page buffer, or zeroed memory) and only what the case reads is written before timing, so
+a 78-layer pool costs the memory of the layers moved, not of the whole pool.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from math import prod
 from statistics import median
 from typing import Any
 
@@ -25,7 +30,13 @@ import numpy as np
 
 from xputune.kernels import ops
 from xputune.kernels.backends import get as get_backend
-from xputune.kernels.planner import HOST_LAYOUTS, Endpoint, plan, synthetic_indices
+from xputune.kernels.planner import (
+    HOST_LAYOUTS,
+    Endpoint,
+    host_transfer_plan,
+    plan,
+    synthetic_indices,
+)
 
 
 @dataclass
@@ -50,13 +61,20 @@ class _Host:
 
     name = "host"
 
-    def __init__(self) -> None:
+    def __init__(self, host_alloc: Callable[[int], Any] | None = None) -> None:
         self.backend = get_backend("host")
+        self.host_alloc = host_alloc
 
     def host(self, shape: tuple[int, ...]) -> Any:
         return np.ones(shape, dtype=np.uint8)  # touched: no page faults inside the timing
 
     device = host
+
+    def pool(self, shape: tuple[int, ...]) -> Any:
+        """Untouched memory for a host pool: the caller's allocator, else zeroed pages."""
+        if self.host_alloc is None:
+            return np.zeros(shape, dtype=np.uint8)
+        return np.asarray(self.host_alloc(prod(shape)), dtype=np.uint8).reshape(shape)
 
     def address(self, buf: Any) -> int:
         return int(buf.__array_interface__["data"][0])
@@ -88,6 +106,8 @@ class _Torch:
 
     def device(self, shape: tuple[int, ...]) -> Any:
         return self.torch.ones(shape, dtype=self.torch.uint8, device="cuda")
+
+    pool = host
 
     def address(self, buf: Any) -> int:
         return int(buf.data_ptr())
@@ -130,14 +150,20 @@ def _case(
         "page_first": (slots, pool_layers, item),
         "page_first_direct": (slots // page_size, pool_layers, page_size, item),
     }
-    pool = mem.host(shapes[layout])
+    pool = mem.pool(shapes[layout])
+    h2d = direction == "h2d"
+    if h2d:  # what the case reads, written now (untouched pages would all read one zero page)
+        (pool[:layers] if layout == "layer_first" else pool[:, :layers])[...] = 1
+        if layers == 1:  # the baseline's source, see call.regions
+            mem.flat(pool, tokens * item)[...] = 1
     host_ep = Endpoint(layout, slots=slots, layers=pool_layers, page_size=page_size)
     dev_ep = Endpoint("layers", slots=slots)
-    h2d = direction == "h2d"
     src_ep, dst_ep = (host_ep, dev_ep) if h2d else (dev_ep, host_ep)
     si, di = (host_idx, dev_idx) if h2d else (dev_idx, host_idx)
     segments = plan(si, di, src=src_ep, dst=dst_ep, item_size=item, num_layers=layers).count
     keep = (dev, pool)
+    raw = "d2h" if mem.name != "host" else None  # a raw address table's memory kind
+    dev_tbl = np.array([mem.address(d) for d in dev], dtype=np.int64)
 
     if layout == "layer_first" and h2d:
         label = "per_layer_mla"
@@ -147,20 +173,26 @@ def _case(
                 ops.transfer_kv_per_layer_mla(pool[layer], dev[layer], host_idx, dev_idx, item)
     elif layout == "layer_first":
         label = "all_layer_mla"
-        src_tbl = np.array([mem.address(d) for d in dev], dtype=np.int64)
         dst_tbl = np.array([mem.address(pool[i]) for i in range(layers)], dtype=np.int64)
 
         def call() -> None:
-            ops.transfer_kv_all_layer_mla(
-                src_tbl,
-                dst_tbl,
-                dev_idx,
-                host_idx,
-                item,
-                layers,
-                direction="d2h" if mem.name != "host" else None,
+            ops.transfer_kv_all_layer_mla(dev_tbl, dst_tbl, dev_idx, host_idx, item, layers,
+                                          direction=raw)  # fmt: skip
+    elif layout == "page_first" and h2d:
+        label = "per_layer_mla_pf_lf"
+
+        def call() -> None:
+            for layer in range(layers):
+                ops.transfer_kv_per_layer_mla_pf_lf(pool, dev[layer], host_idx, dev_idx, layer,
+                                                    item, pool_layers * item)  # fmt: skip
+    elif layout == "page_first":
+        label = "all_layer_mla_lf_pf"
+
+        def call() -> None:
+            ops.transfer_kv_all_layer_mla_lf_pf(
+                dev_tbl, pool, dev_idx, host_idx, item, pool_layers * item, layers, direction=raw
             )
-    elif layout == "page_first_direct" and h2d:
+    elif h2d:
         label = "per_layer_direct_pf_lf"
 
         def call() -> None:
@@ -168,31 +200,11 @@ def _case(
                 ops.transfer_kv_per_layer_direct_pf_lf(
                     [pool], [dev[layer]], host_idx, dev_idx, layer, page_size
                 )
-    elif layout == "page_first_direct":
+    else:
         label = "all_layer_direct_lf_pf"
 
         def call() -> None:
             ops.transfer_kv_all_layer_direct_lf_pf(dev, [pool], dev_idx, host_idx, page_size)
-    elif mem.name == "host":
-        label = "segments planned in C"
-        dev_bases = [np.array([mem.address(d)], dtype=np.uint64) for d in dev]
-        dev_table = [np.concatenate(dev_bases)]
-        pool_base = [np.array([mem.address(pool)], dtype=np.uint64)]
-        sides = (pool_base, dev_table) if h2d else (dev_table, pool_base)
-
-        def call() -> None:
-            mem.backend.copy_layout(src_ep, dst_ep, *sides, si, di, item_size=item,
-                                    num_layers=layers)  # fmt: skip
-    else:
-        label = "segment table"
-        dev_bases = np.array([mem.address(d) for d in dev], dtype=np.uint64)
-        pool_base = np.array([mem.address(pool)], dtype=np.uint64)
-        bases = (pool_base, dev_bases) if h2d else (dev_bases, pool_base)
-
-        def call() -> None:
-            segs = plan(si, di, src=src_ep, dst=dst_ep, item_size=item, num_layers=layers)
-            table = segs.addresses(*bases)
-            mem.backend.copy(*table, direction=direction, stream=None, sync=True)
 
     call.keep = keep  # type: ignore[attr-defined]
     # The baseline's buffers: with one layer moved, the op's own source and destination memory
@@ -228,13 +240,16 @@ def run(
     device: str = "host",
     threads: int = 0,
     progress: Callable[[], None] | None = None,
+    host_alloc: Callable[[int], Any] | None = None,
 ) -> tuple[str, list[BenchRow]]:
     """(backend name, rows). device: "host" or "torch" (the torch device, CUDA or Kunlunxin).
 
     threads: host backend threads (0 = its automatic choice, 1 = the caller's thread only).
+    host_alloc: bytes -> a writable uint8 array for the host pools (host device only), e.g.
+    xputune's huge-page host buffer; default zeroed numpy memory.
     """
     check_args(layers, pool_layers)
-    mem: Any = _Host() if device == "host" else _Torch()
+    mem: Any = _Host(host_alloc) if device == "host" else _Torch()
     if mem.name == "host":
         mem.backend.threads = threads
     total = tokens * layers * item_size
@@ -286,5 +301,36 @@ def run(
     return mem.name, rows
 
 
-def rows_as_dicts(rows: list[BenchRow]) -> list[dict[str, Any]]:
+@dataclass
+class SegmentRow:
+    """What the planner predicts one SGLang transfer costs in copy segments (submissions)."""
+
+    pattern: str
+    layout: str
+    h2d_per_layer: int  # one load_to_device_per_layer call
+    h2d_all_layers: int  # a whole prefix loaded, every layer's call
+    d2h_all_layers: int  # one backup_from_device_all_layer call
+
+
+def segment_counts(
+    *, tokens: int, layers: int, page_size: int, item_size: int,
+    patterns: tuple[str, ...] = ("contiguous", "pages"),
+) -> list[SegmentRow]:  # fmt: skip
+    """Segments per host layout for `tokens` tokens of a `layers`-layer model, per pattern of
+    host slots (contiguous, or whole pages in any order: a paged allocator's scattered pages)."""
+    rows = []
+    for pattern in patterns:
+        for layout in HOST_LAYOUTS:
+            counts = [
+                host_transfer_plan(
+                    layout, tokens, page_size=page_size, layers=layers, item_size=item_size,
+                    pattern=pattern, direction=direction, seed=1, moved_layers=moved,
+                ).count
+                for direction, moved in (("h2d", 1), ("h2d", layers), ("d2h", layers))
+            ]  # fmt: skip
+            rows.append(SegmentRow(pattern, layout, *counts))
+    return rows
+
+
+def rows_as_dicts(rows: list[BenchRow] | list[SegmentRow]) -> list[dict[str, Any]]:
     return [asdict(r) for r in rows]
