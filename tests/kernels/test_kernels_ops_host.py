@@ -255,6 +255,9 @@ def test_transfer_kv_direct_moves_each_pair_in_its_own_rows() -> None:
     transfer_kv_direct(src, dst, si, di, 2)
     for s, d in zip(src, dst, strict=True):
         assert np.array_equal(d[di], s[si]) and not d[2:6].any()
+    flat_src, flat_dst = np.arange(8, dtype=np.int64), np.zeros(8, np.int64)  # 1-D: one element
+    transfer_kv_direct([flat_src], [flat_dst], si, di, 2)
+    assert flat_dst.tolist() == [4, 5, 0, 0, 0, 0, 6, 7]
 
 
 @pytest.mark.parametrize(

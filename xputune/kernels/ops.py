@@ -646,12 +646,12 @@ def transfer_kv_direct(
     dst_bufs = [describe(o, f"dst_layers[{j}]", writable=True) for j, o in enumerate(dst_layers)]
     groups: dict[int, list[int]] = {}
     for j, (s, d) in enumerate(zip(src_bufs, dst_bufs, strict=True)):
-        if s.row_bytes() != d.row_bytes():
+        row = _first_axis_row(s)
+        if row != _first_axis_row(d):
             raise KernelArgumentError(
-                f"src_layers[{j}] rows are {s.row_bytes()} bytes, dst_layers[{j}] rows "
-                f"{d.row_bytes()}"
+                f"src_layers[{j}] rows are {row} bytes, dst_layers[{j}] rows {_first_axis_row(d)}"
             )
-        groups.setdefault(s.row_bytes(), []).append(j)
+        groups.setdefault(row, []).append(j)
     # Every pair is checked before the first one moves (nothing half done on a bad pair).
     runs = [
         (
@@ -668,3 +668,8 @@ def transfer_kv_direct(
     for src, dst, item, m in runs:
         _run(src, dst, si, di, item_size=item, num_layers=m, block_quota=2,
              num_warps_per_block=_DEFAULT_WARPS, opts=opts)  # fmt: skip
+
+
+def _first_axis_row(buf: Buffer) -> int:
+    """Bytes of one entry along the first axis, as torch slices it (an element for 1-D)."""
+    return prod(buf.shape[1:]) * buf.element_size
