@@ -322,3 +322,26 @@ def test_page_first_operators_default_to_the_item_kernel_on_cuda() -> None:
     transfer_kv_per_layer_mla_pf_lf(_pf_pool(), _layer(), IDX, IDX, 1, 16, 48, backend=cuda,
                                     mode="direct")  # fmt: skip
     assert cuda.calls == ["item kernel", "segment table", "segment table", "segment table"]
+
+
+def test_kernel_mode_checks_like_the_planner_without_building_its_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The item kernel needs no segment table (a page_first backup's would be a segment per
+    token per layer); the planner's checks still run before the kernel is asked for."""
+    from xputune.kernels import ops, transfer_kv_all_layer_mla_lf_pf
+
+    def no_table(*args: object, **kwargs: object) -> None:
+        raise AssertionError("kernel mode planned a segment table")
+
+    monkeypatch.setattr(ops, "plan", no_table)
+    cuda = _CudaStandIn()
+    layers = [_layer() for _ in range(3)]
+    transfer_kv_all_layer_mla_lf_pf(layers, _pf_pool(), IDX, IDX, 16, 48, 3, backend=cuda)
+    assert cuda.calls == ["item kernel"]
+    with pytest.raises(KernelArgumentError, match="dst_indices holds slot 8, out of range"):
+        transfer_kv_all_layer_mla_lf_pf(layers, _pf_pool(), IDX, IDX + 5, 16, 48, 3, backend=cuda)
+    with pytest.raises(KernelArgumentError, match="holds 3 layers"):
+        transfer_kv_all_layer_mla_lf_pf([*layers, _layer()], _pf_pool(), IDX, IDX, 16, 48, 4,
+                                        backend=cuda)  # fmt: skip
+    assert cuda.calls == ["item kernel"]

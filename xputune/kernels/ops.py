@@ -49,6 +49,7 @@ from xputune.kernels.planner import (
     KernelArgumentError,
     as_index_array,
     check_indices,
+    check_layers,
     check_request,
     plan,
 )
@@ -199,11 +200,15 @@ def _run(
                 num_layers=num_layers,
             )  # fmt: skip
         return
-    segs = plan(si, di, src=src.endpoint, dst=dst.endpoint, item_size=item_size,
-                num_layers=num_layers)  # fmt: skip
     if mode == "kernel":
         if backend.name != "cuda":
             raise KernelArgumentError(f"kernel mode needs the CUDA backend, not {backend.name}")
+        # The planner's checks without its table: a page_first backup would otherwise build
+        # a segment per token per layer (2.5M for 32K tokens x 78 layers) only to drop it.
+        check_layers(src.endpoint, num_layers, "source")
+        check_layers(dst.endpoint, num_layers, "destination")
+        check_indices(si, src.endpoint, "src_indices")
+        check_indices(di, dst.endpoint, "dst_indices")
         for sb, db in zip(src.bases, dst.bases, strict=True):
             backend.copy_items(
                 src.endpoint, dst.endpoint, sb, db, si, di, item_size=item_size,
@@ -213,6 +218,8 @@ def _run(
         return
     import numpy as np
 
+    segs = plan(si, di, src=src.endpoint, dst=dst.endpoint, item_size=item_size,
+                num_layers=num_layers)  # fmt: skip
     parts = [segs.addresses(sb, db) for sb, db in zip(src.bases, dst.bases, strict=True)]
     if len(parts) == 1:
         s_addr, d_addr, nbytes = parts[0]
