@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from xputune.cli import app as cli_app
 from xputune.cli import check_run, fastpath, launch_run, plan_run, probe_run
 from xputune.cli.entry import _run_app, main
+from xputune.errors import XputuneError
 
 EX = ("--example", "h3c-hygon-p800")
 SPECS = {
@@ -58,8 +59,9 @@ def _typer_rows(cmd: Any) -> list[tuple[Any, ...]]:
             (
                 type(p).__name__, p.name, tuple(p.opts), tuple(p.secondary_opts), kind,
                 p.default, p.multiple, p.min, p.max, p.is_flag, p.count, p.nargs, p.envvar,
-                p.callback, p.is_eager, p.required, info.parser, info.case_sensitive, info.clamp,
-                info.exists, info.resolve_path, info.path_type,
+                getattr(p.callback, "__wrapped__", p.callback), p.is_eager, p.required,
+                info.parser, info.case_sensitive, info.clamp, info.exists, info.resolve_path,
+                info.path_type,
             )
         )  # fmt: skip
     return rows
@@ -68,8 +70,8 @@ def _typer_rows(cmd: Any) -> list[tuple[Any, ...]]:
 def _fast_rows(spec: fastpath.Spec) -> list[tuple[Any, ...]]:
     return [
         (
-            "TyperOption", o.dest, o.names, (), o.kind, o.default, o.multiple, o.min, None,
-            o.kind is bool, False, 1, None, None, False, False, None, True, False, False, False,
+            "TyperOption", o.dest, o.names, (), o.kind, o.default, o.multiple, o.min, o.max,
+            o.kind is bool, False, 1, None, o.check, False, False, None, True, False, False, False,
             None,
         )
         for o in spec.options
@@ -167,7 +169,13 @@ def argv_for(draw: st.DrawFn, name: str) -> list[str]:
 @given(data=st.data(), name=st.sampled_from(sorted(SPECS)))
 def test_the_fast_path_hands_the_runner_what_typer_hands_it(data: st.DataObject, name: str) -> None:
     argv = data.draw(argv_for(name))
-    fast = fastpath.parse(SPECS[name], argv[len(SPECS[name].words) :])
+    try:
+        fast = fastpath.parse(SPECS[name], argv[len(SPECS[name].words) :])
+    except XputuneError as refused:  # a check refused a value ("" for a path): typer's too
+        with pytest.raises(XputuneError) as exc:
+            _typer_call(name, argv)
+        assert str(exc.value) == str(refused), argv
+        return
     if fast is None:
         return  # declined: typer runs it, as without the fast path
     code, called = _typer_call(name, argv)
@@ -192,7 +200,8 @@ def test_the_fast_path_hands_the_runner_what_typer_hands_it(data: st.DataObject,
         ["plan", *EX, "--tp", "+8"],
         ["plan", *EX, "--tp", " 8"],
         ["plan", *EX, "--tp=x"],
-        ["plan", *EX, "--config="],
+        ["plan", *EX, "--tp", "1025"],
+        ["plan", "--root", "", "--bogus"],  # typer's: the unknown option is said first
         ["plan", *EX, "-m", "-x"],
         ["plan", *EX, "--modle", "glm-5"],
         ["plan", *EX, "--force", "--force"],
@@ -254,6 +263,32 @@ def _both(argv: list[str]) -> tuple[tuple[int, str], tuple[int, str]]:
             code = main(argv)
         results.append((code, out.getvalue() + "\0" + err.getvalue()))
     return results[0], results[1]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["probe", "--root", ""],
+        ["probe", "--example="],
+        ["probe", *EX, "--vendor-topo", ""],
+        ["check", "--root", "", "-f", "json"],
+        ["check", *EX, "--only", "pcie.ido", "--only", ""],
+        ["check", "-p", "", "--root", ""],  # the first given is the one refused
+        ["plan", *EX, "--config="],
+        ["plan", "--model", "", *EX],
+        ["launch", "sglang", "-n", "--root", "", "--", "--model-path", "x"],
+        ["launch", "sglang", "-n", *EX, "--stats-dir", ""],
+    ],
+)
+def test_an_empty_path_or_name_is_one_line_both_ways(argv: list[str]) -> None:
+    """An unset variable never means "the live host": refused before anything is read."""
+    with pytest.raises(XputuneError):
+        fastpath.parse_argv(argv)
+    fast, slow = _both(argv)
+    assert fast == slow
+    code, text = fast
+    assert code == 2 and text.startswith("\0xputune: error: ") and text.count("\n") == 1
+    assert "empty value" in text
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

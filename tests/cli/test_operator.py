@@ -114,7 +114,7 @@ def test_console_width_follows_columns(monkeypatch) -> None:
 
 USAGE_ERRORS = [
     (["probe", "--format", "xml"], "invalid value for '--format' / '-f': 'xml' is not one of"),
-    (["tiers", "--tp", "0"], "invalid value for '--tp': must be at least 1"),
+    (["tiers", "--tp", "0"], "invalid value for '--tp': must be from 1 to 1024"),
     (["record"], "missing argument 'OUT'"),
     (["probe", "--bogus"], "no such option: --bogus"),
     (["frobnicate"], "no such command 'frobnicate'"),

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from xputune.cli.checks import MAX_NODE
 from xputune.cli.common import Format, FormatOpt, console, emit_data
 
 HOST_HELP = (
@@ -38,6 +39,8 @@ def host(
             help="Bind the buffer to this NUMA node (mbind) and run on its CPUs. Default: "
             "first touch on the node this command runs on.",
             metavar="N",
+            min=0,
+            max=MAX_NODE,
         ),
     ] = None,
     pin: Annotated[

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from xputune.cli.checks import given
 from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt
 from xputune.cli.output import Format, add_row, console, emit_data, text
 from xputune.host import open_host
@@ -25,9 +26,9 @@ if TYPE_CHECKING:
 SPEC = Spec(
     ("check",),
     (
-        Opt("profile", ("--profile", "-p")),
-        Opt("only", ("--only",), multiple=True),
-        Opt("skip", ("--skip",), multiple=True),
+        Opt("profile", ("--profile", "-p"), check=given),
+        Opt("only", ("--only",), multiple=True, check=given),
+        Opt("skip", ("--skip",), multiple=True, check=given),
         ROOT,
         EXAMPLE,
         format_opt(),

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from xputune.cli.checks import given
 from xputune.cli.completion import complete_examples, complete_formats
 from xputune.cli.output import Format, console, emit_data
 from xputune.host import HostView, open_host
@@ -29,6 +30,7 @@ RootOpt = Annotated[
         help="Read this host instead of the live one: a directory holding sys/ and proc/, "
         "or a recording made by `xputune record` (.tar.gz/.bz2/.xz).",
         metavar="PATH",
+        callback=given,
     ),
 ]
 ExampleOpt = Annotated[
@@ -38,6 +40,7 @@ ExampleOpt = Annotated[
         help="Use a recording shipped with xputune (see `xputune examples`).",
         metavar="NAME",
         autocompletion=complete_examples,
+        callback=given,
     ),
 ]
 FormatOpt = Annotated[

@@ -25,9 +25,18 @@ _PLAIN = (
     (re.compile(r"Input should be less than (\S+)"), r"must be less than \1"),
     (re.compile(r"Input should be a valid integer.*"), "must be a whole number"),
     (re.compile(r"Input should be a valid number.*"), "must be a number"),
+    (re.compile(r"Unable to parse input string as an integer, exceeded maximum size"), "too long"),
     (re.compile(r"Input should be "), "must be "),
     (re.compile(r" \[type=.*"), ""),
 )
+# A number option with both bounds (every one has them) says its whole range: one message for
+# too small, too large, nan, inf and 5000 digits alike.
+_OUT_OF_RANGE = re.compile(r"must be (at least|at most|more than|less than) \S+|too long")
+
+
+def _number(value: float) -> str:
+    """1024, 0.01, 10000000: as a person writes the bound."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def usage_line(exc) -> str:
@@ -35,6 +44,10 @@ def usage_line(exc) -> str:
     message = " ".join(exc.format_message().split()).rstrip(".")
     for pattern, plain in _PLAIN:
         message = pattern.sub(plain, message)
+    param = getattr(exc, "param", None)
+    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    if low is not None and high is not None:
+        message = _OUT_OF_RANGE.sub(f"must be from {_number(low)} to {_number(high)}", message)
     if message[:1].isupper() and not message[1:2].isupper():
         message = message[0].lower() + message[1:]
     ctx = getattr(exc, "ctx", None)

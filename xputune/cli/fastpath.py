@@ -10,8 +10,10 @@ This parser takes only the happy path and declines (returns None, typer's turn) 
 else: an unknown option, --help or -h, a missing value, a value that does not convert cleanly
 or is out of bounds, an option given twice that is not repeatable, a positional argument, a
 value starting with "-", `--opt=value` on a short option or a flag. typer then runs the call as
-it always did and words any error. tests/cli/test_fastpath.py keeps every table equal to what
-typer registers and checks that both ways in print the same bytes.
+it always did and words any error. Once the whole call parsed, each option's check (the
+callback typer runs, cli/checks.py) runs on its value, in the order typer runs them (first
+given first), and may refuse it with one line. tests/cli/test_fastpath.py keeps every table
+equal to what typer registers and checks that both ways in print the same bytes.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from xputune.cli.checks import given
 
 _DIGITS = re.compile(r"[0-9]{1,18}")
 
@@ -38,6 +42,13 @@ class Opt:
     default: Any = None
     multiple: bool = False  # repeatable; the values come as a list
     min: int | None = None  # for int
+    max: int | None = None  # for int
+    check: Callable[[Any, Any, Any], Any] | None = None  # typer's callback (cli/checks.py)
+
+    @property
+    def opts(self) -> tuple[str, ...]:
+        """The spellings, as click names them (for the checks' messages)."""
+        return self.names
 
 
 @dataclass(frozen=True)
@@ -52,8 +63,8 @@ class Spec:
 
 
 # Options every command shares (cli/common.py); these tables are compared with typer's.
-ROOT = Opt("root", ("--root",))
-EXAMPLE = Opt("example", ("--example",))
+ROOT = Opt("root", ("--root",), check=given)
+EXAMPLE = Opt("example", ("--example",), check=given)
 
 
 def format_opt() -> Opt:
@@ -82,6 +93,8 @@ def _convert(opt: Opt, text: str) -> Any:
         number = int(text)
         if opt.min is not None and number < opt.min:
             raise ValueError(text)
+        if opt.max is not None and number > opt.max:
+            raise ValueError(text)
         return number
     if opt.kind is Path:
         if not text:
@@ -93,10 +106,13 @@ def _convert(opt: Opt, text: str) -> Any:
 
 
 def parse(spec: Spec, args: Sequence[str]) -> dict[str, Any] | None:
-    """The runner's keyword arguments for `args` (after the command words), or None for typer."""
+    """The runner's keyword arguments for `args` (after the command words), or None for typer.
+
+    XputuneError when a check refuses a value (as typer would, with the same line).
+    """
     by_name = {name: opt for opt in spec.options for name in opt.names}
     values: dict[str, Any] = {opt.dest: opt.default for opt in spec.options}
-    seen: set[str] = set()
+    seen: dict[str, None] = {}  # the options given, in order
     rest: list[str] = []
     i = 0
     while i < len(args):
@@ -111,7 +127,7 @@ def parse(spec: Spec, args: Sequence[str]) -> dict[str, Any] | None:
         opt = by_name.get(name)
         if opt is None or (opt.dest in seen and not opt.multiple):
             return None
-        seen.add(opt.dest)
+        seen[opt.dest] = None
         i += 1
         if opt.kind is bool:
             if inline:
@@ -133,6 +149,10 @@ def parse(spec: Spec, args: Sequence[str]) -> dict[str, Any] | None:
             values[opt.dest] = converted
     if spec.needs and not values[spec.needs]:
         return None
+    for dest in seen:  # typer's order: the options given, first given first
+        opt = next(o for o in spec.options if o.dest == dest)
+        if opt.check is not None:
+            values[dest] = opt.check(None, opt, values[dest])
     if spec.passthrough:
         values[spec.passthrough] = rest
     return values

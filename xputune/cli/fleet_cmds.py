@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from xputune.cli.checks import MAX_EXPIRY_MINUTES, given
 from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data
 from xputune.cli.completion import complete_profiles
 
@@ -19,6 +20,7 @@ ProfileOpt = Annotated[
         "`xputune recommend` picks for this host.",
         metavar="NAME",
         autocompletion=complete_profiles,
+        callback=given,
     ),
 ]
 
@@ -44,6 +46,7 @@ def metrics(
             metavar="DIR",
             help="Write DIR/xputune.prom atomically (for node_exporter's "
             "--collector.textfile.directory) instead of printing.",
+            callback=given,
         ),
     ] = None,
 ) -> None:
@@ -87,6 +90,7 @@ def labels(
             metavar="DIR",
             help="Node Feature Discovery's features.d folder, usually "
             "/etc/kubernetes/node-feature-discovery/features.d ('-' prints instead).",
+            callback=given,
         ),
     ],
     root: RootOpt = None,
@@ -97,9 +101,10 @@ def labels(
         typer.Option(
             "--expiry",
             min=0,
+            max=MAX_EXPIRY_MINUTES,
             metavar="MINUTES",
             help="NFD drops the labels this long after the write unless rewritten "
-            "(0: never expire).",
+            "(0: never expire; at most a year).",
         ),
     ] = 60,
 ) -> None:
@@ -148,6 +153,7 @@ def report(
             metavar="FILES...",
             help="`xputune probe --format json` files, and optionally `xputune check --format "
             "json` files (node7.probe.json and node7.check.json are both host node7).",
+            callback=given,
         ),
     ],
     fmt: FormatOpt = Format.table,

@@ -19,6 +19,14 @@ from typing import Annotated, Any
 
 import typer
 
+from xputune.cli.checks import (
+    MAX_BLOCK,
+    MAX_ITEM,
+    MAX_LAYERS,
+    MAX_RUNS,
+    MAX_SEED,
+    MAX_TOKENS,
+)
 from xputune.cli.common import Format, FormatOpt, console, emit_data
 
 kernels_app = typer.Typer(
@@ -62,10 +70,15 @@ LayoutOpt = Annotated[
     list[HostLayout] | None,
     typer.Option("--layout", "-l", help="Host layout (repeat for several; default: all three)."),
 ]
-TokensOpt = Annotated[int, typer.Option("--tokens", min=0, help="Tokens moved per layer.")]
-PageOpt = Annotated[int, typer.Option("--page-size", min=1, help="Tokens per page.")]
+TokensOpt = Annotated[
+    int, typer.Option("--tokens", min=0, max=MAX_TOKENS, help="Tokens moved per layer.")
+]
+PageOpt = Annotated[int, typer.Option("--page-size", min=1, max=MAX_BLOCK, help="Tokens per page.")]
 ItemOpt = Annotated[
-    int, typer.Option("--item-size", min=1, help="Bytes of one token of one layer (MLA: 1152).")
+    int,
+    typer.Option(
+        "--item-size", min=1, max=MAX_ITEM, help="Bytes of one token of one layer (MLA: 1152)."
+    ),
 ]
 PatternOpt = Annotated[
     Pattern,
@@ -87,7 +100,9 @@ def plan_cmd(
     layout: LayoutOpt = None,
     tokens: TokensOpt = 32768,
     page_size: PageOpt = 64,
-    layers: Annotated[int, typer.Option("--layers", min=1, help="Model layers moved.")] = 78,
+    layers: Annotated[
+        int, typer.Option("--layers", min=1, max=MAX_LAYERS, help="Model layers moved.")
+    ] = 78,
     item_size: ItemOpt = 1152,
     pattern: PatternOpt = Pattern.contiguous,
     direction: Annotated[
@@ -214,9 +229,14 @@ def build_cmd(
 @kernels_app.command("selftest")
 def selftest_cmd(
     rounds: Annotated[
-        int, typer.Option("--rounds", min=1, help="Random cases per operator and direction.")
+        int,
+        typer.Option(
+            "--rounds", min=1, max=MAX_RUNS, help="Random cases per operator and direction."
+        ),
     ] = 3,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random cases.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of the random cases.")
+    ] = 0,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Check every copy operator against a numpy reference on this machine's devices.
@@ -264,15 +284,21 @@ def bench_copy_cmd(
         typer.Option("--direction", "-d", help="h2d and/or d2h (default: both)."),
     ] = None,
     tokens: TokensOpt = 32768,
-    layers: Annotated[int, typer.Option("--layers", min=1, help="Layers moved per run.")] = 1,
+    layers: Annotated[
+        int, typer.Option("--layers", min=1, max=MAX_LAYERS, help="Layers moved per run.")
+    ] = 1,
     pool_layers: Annotated[
         int,
-        typer.Option("--pool-layers", min=1, help="Layers the host pool holds (strides)."),
+        typer.Option(
+            "--pool-layers", min=1, max=MAX_LAYERS, help="Layers the host pool holds (strides)."
+        ),
     ] = 4,
     item_size: ItemOpt = 1152,
     page_size: PageOpt = 64,
     pattern: PatternOpt = Pattern.contiguous,
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed runs per case.")] = 9,
+    repeats: Annotated[
+        int, typer.Option("--repeats", min=1, max=MAX_RUNS, help="Timed runs per case.")
+    ] = 9,
     device: Annotated[
         BenchDevice,
         typer.Option(
@@ -282,7 +308,10 @@ def bench_copy_cmd(
         ),
     ] = BenchDevice.host,
     threads: Annotated[
-        int, typer.Option("--threads", min=0, help="Host backend threads (0 = automatic).")
+        int,
+        typer.Option(
+            "--threads", min=0, max=MAX_RUNS, help="Host backend threads (0 = automatic)."
+        ),
     ] = 0,
     fmt: FormatOpt = Format.table,
 ) -> None:

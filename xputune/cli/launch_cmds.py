@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from xputune.cli.checks import MAX_TP, given
 from xputune.cli.common import ExampleOpt, RootOpt
 from xputune.cli.completion import complete_profiles
 from xputune.cli.launch_run import run_launch
@@ -33,6 +34,7 @@ def sglang(
             help="TP size; default: SGLang's --tp-size from ARGS, else the number of cards "
             "(1 with --device cpu).",
             min=1,
+            max=MAX_TP,
         ),
     ] = None,
     strategy: StrategyOpt = "local",
@@ -59,6 +61,7 @@ def sglang(
             help="Tuning profile to check against.",
             metavar="NAME",
             autocompletion=complete_profiles,
+            callback=given,
         ),
     ] = None,
     force: Annotated[
@@ -79,6 +82,8 @@ def sglang(
             "--stats-dir",
             help="Directory where each server process writes the cache plugin's counters "
             "(xputune-stats-<pid>.json).",
+            metavar="DIR",
+            callback=given,
         ),
     ] = None,
     root: RootOpt = None,

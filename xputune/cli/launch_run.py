@@ -7,8 +7,8 @@ both call run_launch, so `xputune launch sglang --dry-run` starts without import
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from xputune.cli.checks import given
 from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec
 from xputune.cli.plan_run import SHARED
 from xputune.host import open_host
@@ -18,10 +18,10 @@ SPEC = Spec(
     (
         *SHARED,
         Opt("features", ("--features",), default="lifo,async,count-once,kernels,numa"),
-        Opt("profile", ("--profile", "-p")),
+        Opt("profile", ("--profile", "-p"), check=given),
         Opt("force", ("--force",), bool, False),
         Opt("dry_run", ("--dry-run", "-n"), bool, False),
-        Opt("stats_dir", ("--stats-dir",)),
+        Opt("stats_dir", ("--stats-dir",), check=given),
         ROOT,
         EXAMPLE,
     ),
@@ -34,7 +34,7 @@ SPEC = Spec(
 def run_launch(
     user_args: list[str],
     model: str | None,
-    config: Path | None,
+    config: str | None,
     tp: int | None,
     strategy: str,
     tier: str | None,
@@ -57,7 +57,7 @@ def run_launch(
 
     policy.refuse_recording(bool(root or example), dry_run)
     tp = policy.reconcile_tp(tp, user_args)
-    model, config_text = policy.model_from_args(model, str(config) if config else None, user_args)
+    model, config_text = policy.model_from_args(model, config, user_args)
     view = open_host(root, example)
     topo = discover(view)
     common = dict(

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from xputune.cli.checks import MAX_BLOCK, MAX_COUNT, MAX_GBPS, MAX_MS, given
 from xputune.cli.common import Format, FormatOpt, console, emit_data
 from xputune.cli.output import CountingReader, progress, text, text_lines
 from xputune.cli.plan_opts import ConfigOpt, DtypeOpt, ModelOpt, TpNoHostOpt
@@ -22,14 +23,14 @@ class TraceFormat(StrEnum):
     generic = "generic"
 
 
-def _geometry(model: str | None, config: Path | None, tp: int | None, dtype: str):
+def _geometry(model: str | None, config: str | None, tp: int | None, dtype: str):
     """The model's KV geometry (None without one); --tp is needed with a model here."""
     import sys
 
     from xputune.plan.models import load_model, resolve_model
     from xputune.userfiles import model_config
 
-    named = model_config(model, config)
+    named = model_config(model, Path(config) if config else None)
     if tp is None and (model or config):
         resolve_model(model, named)  # an unknown model is the first thing to say
         raise XputuneError(
@@ -51,19 +52,30 @@ def model_cmd(
         typer.Option("--point", help="A measured all-hit load: TOKENS:MS (repeat; at least two)."),
     ] = None,
     points_file: Annotated[
-        Path | None,
-        typer.Option("--points", help="CSV of tokens,ms load measurements.", metavar="FILE"),
+        str | None,
+        typer.Option(
+            "--points", help="CSV of tokens,ms load measurements.", metavar="FILE", callback=given
+        ),
     ] = None,
     fit_a: Annotated[
-        float | None, typer.Option("--fit-a", help="Fixed load cost a (ms), instead of points.")
+        float | None,
+        typer.Option(
+            "--fit-a", help="Fixed load cost a (ms), instead of points.", min=0.0, max=MAX_MS
+        ),
     ] = None,
     fit_b: Annotated[
-        float | None, typer.Option("--fit-b", help="Load cost per token b (us), instead of points.")
+        float | None,
+        typer.Option(
+            "--fit-b", help="Load cost per token b (us), instead of points.", min=0.0, max=MAX_MS
+        ),
     ] = None,
     recompute_us: Annotated[
         float | None,
         typer.Option(
-            "--recompute-us-per-token", help="Prefill cost per token (us) when recomputing."
+            "--recompute-us-per-token",
+            help="Prefill cost per token (us) when recomputing.",
+            min=0.0,
+            max=MAX_MS,
         ),
     ] = None,
     recompute_point: Annotated[
@@ -76,15 +88,27 @@ def model_cmd(
             "--floor-ms",
             help="Fixed per-request time both paths pay (the deployment floor); "
             "the recompute line is floor + per-token cost.",
+            min=0.0,
+            max=MAX_MS,
         ),
     ] = 0.0,
     bandwidth: Annotated[
         float | None,
-        typer.Option("--bandwidth-gbps", help="Measured H2D bandwidth in GB/s (1e9 bytes)."),
+        typer.Option(
+            "--bandwidth-gbps",
+            help="Measured H2D bandwidth in GB/s (1e9 bytes).",
+            min=0.0,
+            max=MAX_GBPS,
+        ),
     ] = None,
     bytes_per_token: Annotated[
         float | None,
-        typer.Option("--bytes-per-token", help="KV bytes per token per rank (else from --model)."),
+        typer.Option(
+            "--bytes-per-token",
+            help="KV bytes per token per rank (else from --model).",
+            min=0.0,
+            max=MAX_COUNT,
+        ),
     ] = None,
     break_even_at: Annotated[
         float | None,
@@ -92,6 +116,8 @@ def model_cmd(
             "--break-even-at",
             help="Also report the recompute cost per token that would put "
             "break-even at this many tokens.",
+            min=0.0,
+            max=MAX_COUNT,
         ),
     ] = None,
     seed: Annotated[
@@ -130,7 +156,7 @@ def model_cmd(
         tp = tp or SEED["tp"]
     from xputune.userfiles import read_lines
 
-    points = (read_lines(points_file, "points file"), str(points_file)) if points_file else None
+    points = (read_lines(Path(points_file), "points file"), points_file) if points_file else None
     data = model_report(
         point=point, points_table=points, fit_a=fit_a, fit_b=fit_b,
         recompute_us=recompute_us, recompute_point=recompute_point, floor_ms=floor_ms,
@@ -199,11 +225,12 @@ def _render_model(data: dict[str, Any]) -> None:
 
 def tiers_cmd(
     trace: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--trace",
             help="Request trace (JSON lines): Mooncake or the generic format.",
             metavar="FILE",
+            callback=given,
         ),
     ] = None,
     trace_format: Annotated[
@@ -216,6 +243,7 @@ def tiers_cmd(
             "--block-size",
             help="Tokens per trace block (Mooncake: 512; generic: its page_size).",
             min=1,
+            max=MAX_BLOCK,
         ),
     ] = None,
     capacity: Annotated[
@@ -246,12 +274,13 @@ def tiers_cmd(
         ),
     ] = None,
     measured: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--measured",
             help="CSV of measured tiers: capacity_tokens|capacity_gb, hit_rate"
             "[, ttft_ms]; checks the stop-at-plateau rule.",
             metavar="FILE",
+            callback=given,
         ),
     ] = None,
     tolerance: Annotated[
@@ -261,6 +290,7 @@ def tiers_cmd(
             help="Recommend the smallest capacity within this many percentage "
             "points of the best hit rate.",
             min=0.0,
+            max=100.0,
         ),
     ] = 1.0,
     min_gain: Annotated[
@@ -269,14 +299,16 @@ def tiers_cmd(
             "--min-gain",
             help="Plateau rule: a step adding fewer percentage points is flat.",
             min=0.0,
+            max=100.0,
         ),
     ] = 1.0,
     plot: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--plot",
             help="Also draw the curve to FILE (.svg; .png needs matplotlib).",
             metavar="FILE",
+            callback=given,
         ),
     ] = None,
     model: ModelOpt = None,
@@ -298,7 +330,7 @@ def tiers_cmd(
     if trace is None and measured is None:
         raise XputuneError("give --trace FILE, --measured FILE, or both")
     if plot is not None:
-        _check_plot_target(plot)
+        _check_plot_target(Path(plot))
     geometry = _geometry(model, config, tp, dtype)
     caps = [count(c, "--capacity") for c in capacity or []]
     l1_tokens = count(l1, "--l1") if l1 else None
@@ -308,14 +340,14 @@ def tiers_cmd(
     curve, requests, table = None, 0, None
     if trace is not None:
         curve, requests = _curve(
-            trace, trace_format, block_size, sample_rate, show_progress=fmt is Format.table
+            Path(trace), trace_format, block_size, sample_rate, show_progress=fmt is Format.table
         )
     if measured is not None:
         from xputune.userfiles import read_lines
 
-        table = parse_measured_table(read_lines(measured, "measured table"), str(measured))
+        table = parse_measured_table(read_lines(Path(measured), "measured table"), measured)
     data = tiers_document(
-        trace_file=str(trace) if trace is not None else None,
+        trace_file=trace,
         curve=curve,
         requests=requests,
         measured=table,
@@ -329,8 +361,8 @@ def tiers_cmd(
 
     chart = tiers_chart(data, curve)
     if plot is not None:
-        _write_plot(plot, chart)
-        data["plot"] = str(plot)
+        _write_plot(Path(plot), chart)
+        data["plot"] = plot
     if fmt is not Format.table:
         emit_data(data, fmt)
         return

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from xputune.cli.checks import MAX_TP, given
 from xputune.cli.completion import complete_models, complete_strategies
 
 ModelOpt = Annotated[
@@ -19,12 +19,17 @@ ModelOpt = Annotated[
         "a config.json (file or folder).",
         metavar="MODEL",
         autocompletion=complete_models,
+        callback=given,
     ),
 ]
+# A path, taken as text: typer would turn "" into Path(".") before any check could see it.
 ConfigOpt = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
-        "--config", help="A Hugging Face config.json (same as --model FILE).", metavar="FILE"
+        "--config",
+        help="A Hugging Face config.json (same as --model FILE).",
+        metavar="FILE",
+        callback=given,
     ),
 ]
 TpOpt = Annotated[
@@ -33,6 +38,7 @@ TpOpt = Annotated[
         "--tp",
         help="Tensor-parallel size (ranks = cards). Default: the number of cards of the host.",
         min=1,
+        max=MAX_TP,
     ),
 ]
 # Commands that read no host (model, tiers): the number of cards is unknown, so a model needs it.
@@ -43,6 +49,7 @@ TpNoHostOpt = Annotated[
         help="Tensor-parallel size; needed with --model/--config (this command reads no host, "
         "so the number of cards is unknown).",
         min=1,
+        max=MAX_TP,
     ),
 ]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="KV cache dtype (bf16, fp8, fp32).")]

@@ -8,15 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from xputune.cli.checks import MAX_TP, given
 from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt
 from xputune.cli.output import Format, console, emit_data
 from xputune.host import open_host
 
 # The options plan shares with launch sglang (cli/plan_opts.py), then plan's own.
 SHARED = (
-    Opt("model", ("--model", "-m")),
-    Opt("config", ("--config",), Path),
-    Opt("tp", ("--tp",), int, min=1),
+    Opt("model", ("--model", "-m"), check=given),
+    Opt("config", ("--config",), check=given),
+    Opt("tp", ("--tp",), int, min=1, max=MAX_TP),
     Opt("strategy", ("--strategy", "-s"), default="local"),
     Opt("tier", ("--tier",)),
     Opt("cards", ("--cards",)),
@@ -32,7 +33,7 @@ SPEC = Spec(
 
 def run_plan(
     model: str | None,
-    config: Path | None,
+    config: str | None,
     tp: int | None,
     strategy: str,
     tier: str | None,
@@ -49,7 +50,7 @@ def run_plan(
     from xputune.topology.discover import discover
     from xputune.userfiles import model_config
 
-    named = model_config(model, config)
+    named = model_config(model, Path(config) if config else None)
     topo = discover(open_host(root, example))
     host_plan, notes = plan_for_host(
         topo, model, named, tp, dtype, strategy, cards, tier, write_policy, force

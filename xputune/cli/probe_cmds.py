@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from xputune.cli.checks import given
 from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, host_from
 from xputune.cli.probe_run import run_probe
 
@@ -24,6 +25,7 @@ def probe(
             metavar="NAME",
             help="When the host has no accelerator, probe this shipped example instead "
             "(a note on stderr says so). Handy for a first look on a laptop.",
+            callback=given,
         ),
     ] = None,
     strict: Annotated[
@@ -42,6 +44,7 @@ def probe(
             help="A saved `nvidia-smi topo -m` or `xpu-smi topo -m` of this host: its NV# "
             "(NVLink) and XL (XPU Link) relations between cards go into the relation matrix "
             "(for recordings made before `record` saved them; '-' reads stdin).",
+            callback=given,
         ),
     ] = None,
 ) -> None:
@@ -87,6 +90,7 @@ def record(
         typer.Argument(
             help="Tarball to write: .tar.gz, .tar.bz2 or .tar.xz (or .tgz, .tbz2, .txz, .tar).",
             metavar="OUT",
+            callback=given,
         ),
     ],
     no_scrub: Annotated[

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+from xputune.cli.checks import given
 from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt
 from xputune.cli.output import Format, console, emit_data
 from xputune.host import open_host
@@ -20,9 +21,9 @@ SPEC = Spec(
         ROOT,
         EXAMPLE,
         format_opt(),
-        Opt("fallback_example", ("--fallback-example",)),
+        Opt("fallback_example", ("--fallback-example",), check=given),
         Opt("strict", ("--strict",), bool, False),
-        Opt("vendor_topo", ("--vendor-topo",)),
+        Opt("vendor_topo", ("--vendor-topo",), check=given),
     ),
     "run_probe",
 )

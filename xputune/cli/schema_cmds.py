@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from xputune.cli.checks import given
 from xputune.errors import XputuneError
 
 
@@ -36,6 +37,7 @@ def schema(
             help="A document: the command path joined by '-' (probe, plan, kernels-plan, ...).",
             metavar="NAME",
             autocompletion=_complete,
+            callback=given,
         ),
     ] = None,
 ) -> None:

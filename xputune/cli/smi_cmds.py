@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from xputune.cli.checks import given
 from xputune.cli.common import Format, FormatOpt, console, emit_data
 
 
@@ -19,6 +20,7 @@ def smi(
             help="A saved output of xpu-smi or nvidia-smi (default table, -L, -q, -q -x, -m "
             "or topo -m; form and vendor are detected; '-' reads stdin) instead of asking "
             "the host.",
+            callback=given,
         ),
     ] = None,
     fmt: FormatOpt = Format.table,

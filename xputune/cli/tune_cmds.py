@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from xputune.cli.check_run import profile_line, run_check, same_host, setup
+from xputune.cli.checks import given
 from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data
 from xputune.cli.completion import complete_knobs, complete_profiles
 
@@ -22,6 +23,7 @@ ProfileOpt = Annotated[
         "`xputune recommend` picks for this host.",
         metavar="NAME",
         autocompletion=complete_profiles,
+        callback=given,
     ),
 ]
 OnlyOpt = Annotated[
@@ -31,6 +33,7 @@ OnlyOpt = Annotated[
         help="Manage only this knob (repeatable), e.g. --only pcie.ido.",
         metavar="KNOB",
         autocompletion=complete_knobs,
+        callback=given,
     ),
 ]
 SkipOpt = Annotated[
@@ -40,6 +43,7 @@ SkipOpt = Annotated[
         help="Leave this knob alone (repeatable), e.g. --skip shm.huge.",
         metavar="KNOB",
         autocompletion=complete_knobs,
+        callback=given,
     ),
 ]
 WaitOpt = Annotated[
@@ -328,7 +332,12 @@ def recommend_cmd(
 
 def profiles_cmd(
     name: Annotated[
-        str | None, typer.Argument(help="Show this profile's effective settings (after include).")
+        str | None,
+        typer.Argument(
+            help="Show this profile's effective settings (after include).",
+            metavar="NAME",
+            callback=given,
+        ),
     ] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from xputune.cli.checks import MAX_EXPIRY_MINUTES, given
 from xputune.cli.common import ExampleOpt, RootOpt
 from xputune.cli.tune_cmds import (
     ForceOpt,
@@ -34,9 +35,10 @@ def watch_cmd(
         typer.Option(
             "--interval",
             min=0.01,
+            max=86_400.0,
             metavar="SECONDS",
             help="Under --root: poll the tree this often. Live: re-verify this often even "
-            "without a udev event (THP and NUMA balancing raise none).",
+            "without a udev event (THP and NUMA balancing raise none). 0.01 to 86400 (a day).",
         ),
     ] = 60.0,
     once: Annotated[
@@ -56,19 +58,28 @@ def watch_cmd(
         typer.Option(
             "--max-reapplies",
             min=1,
+            max=1000,
             metavar="N",
             help="Re-apply one place (a knob at one port or file) at most N times per "
             "--window; the next drift there starts a backoff.",
         ),
     ] = 3,
     window: Annotated[
-        float, typer.Option("--window", min=0.001, metavar="SECONDS", help="See --max-reapplies.")
+        float,
+        typer.Option(
+            "--window",
+            min=0.001,
+            max=604_800.0,
+            metavar="SECONDS",
+            help="See --max-reapplies. At most a week, as --backoff and --backoff-max.",
+        ),
     ] = 600.0,
     backoff: Annotated[
         float,
         typer.Option(
             "--backoff",
             min=0.001,
+            max=604_800.0,
             metavar="SECONDS",
             help="First backoff of a flapping place; it doubles each time the place flaps "
             "again, up to --backoff-max.",
@@ -76,7 +87,9 @@ def watch_cmd(
     ] = 60.0,
     backoff_max: Annotated[
         float,
-        typer.Option("--backoff-max", min=0.001, metavar="SECONDS", help="Longest backoff."),
+        typer.Option(
+            "--backoff-max", min=0.001, max=604_800.0, metavar="SECONDS", help="Longest backoff."
+        ),
     ] = 3600.0,
     textfile: Annotated[
         str | None,
@@ -85,6 +98,7 @@ def watch_cmd(
             metavar="DIR",
             help="After each pass, write DIR/xputune.prom atomically (`xputune metrics`, with "
             "the watch's own counters) for node_exporter's textfile collector.",
+            callback=given,
         ),
     ] = None,
     nfd: Annotated[
@@ -94,6 +108,7 @@ def watch_cmd(
             metavar="DIR",
             help="After each pass, write Node Feature Discovery's feature file DIR/xputune "
             "(`xputune labels`), usually /etc/kubernetes/node-feature-discovery/features.d.",
+            callback=given,
         ),
     ] = None,
     expiry: Annotated[
@@ -101,6 +116,7 @@ def watch_cmd(
         typer.Option(
             "--expiry",
             min=0,
+            max=MAX_EXPIRY_MINUTES,
             metavar="MINUTES",
             help="With --nfd: NFD drops the labels this long after a write that is not "
             "renewed (0: never expire).",

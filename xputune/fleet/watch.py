@@ -55,6 +55,17 @@ LEFT = 3  # drift is left: a re-apply failed, backs off, or a rollback paused th
 
 Key = tuple[str, str]  # (knob, place): a check row's knob and target, a change's knob and label
 
+# Bounds of the watch's times, in seconds (the CLI declares the same, tests/cli/test_bounds.py
+# keeps them equal). Each wait goes to select() and each backoff end is printed as a date:
+# inf, nan or 1e300 would crash the agent after its first pass had already changed the host.
+#: --interval: a pass costs milliseconds on a tree; a day between re-verifies is the longest.
+MIN_INTERVAL = 0.01
+MAX_INTERVAL = 86_400.0
+#: --window, --backoff, --backoff-max: a week at most.
+MAX_PERIOD = 604_800.0
+#: --max-reapplies
+MAX_REAPPLIES = 1000
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -66,12 +77,16 @@ class Limits:
     backoff_max: float = 3600.0
 
     def __post_init__(self) -> None:
-        if self.reapplies < 1:
-            raise XputuneError("--max-reapplies must be at least 1")
-        if min(self.window, self.backoff) <= 0 or self.backoff_max < self.backoff:
+        if not 1 <= self.reapplies <= MAX_REAPPLIES:
+            raise XputuneError(f"--max-reapplies must be within 1..{MAX_REAPPLIES}")
+        periods = (self.window, self.backoff, self.backoff_max)
+        if not all(0 < p <= MAX_PERIOD for p in periods):  # false for nan too
             raise XputuneError(
-                "--window and --backoff must be positive, and --backoff-max at least --backoff"
+                f"--window, --backoff and --backoff-max must be more than 0 and at most "
+                f"{MAX_PERIOD:g} seconds (a week)"
             )
+        if self.backoff_max < self.backoff:
+            raise XputuneError("--backoff-max must be at least --backoff")
 
 
 @dataclass(frozen=True)
@@ -145,6 +160,13 @@ class WatchConfig:
     #: Report drift, change nothing: no re-apply, no lock, no state file (outputs still
     #: written where asked). Needs neither root nor a writable tree.
     dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if not MIN_INTERVAL <= self.interval <= MAX_INTERVAL:  # false for nan too
+            raise XputuneError(
+                f"--interval must be within {MIN_INTERVAL:g}..{MAX_INTERVAL:g} seconds "
+                f"(a day), got {self.interval:g}"
+            )
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,16 @@ def example_path(name: str) -> str:
 
 
 def open_host(root: str | None = None, example: str | None = None) -> HostView:
-    """The live host when neither is given; a directory or tarball for --root; an example."""
+    """The live host when neither is given; a directory or tarball for --root; an example.
+
+    An empty root or example is refused, never read as "not given": a script's unset
+    variable (`--root "$TREE"`) must not turn into the live host, which apply would change.
+    """
+    for flag, value in (("--root", root), ("--example", example)):
+        if value == "":
+            raise HostError(
+                f"{flag}: empty value (an unset variable?); give one or leave {flag} out"
+            )
     if root and example:
         raise HostError("give --root or --example, not both")
     if example:
