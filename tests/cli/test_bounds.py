@@ -61,7 +61,7 @@ def test_every_number_option_has_a_range() -> None:
 def test_numbers_out_of_range_are_one_usage_line(item, tmp_path: Path) -> None:
     words, param = item
     name = param.opts[0]
-    for value in NUMBER_NOISE + [str(param.min - 1), repr(param.max * 10 + 1)]:
+    for value in [*NUMBER_NOISE, str(param.min - 1), repr(param.max * 10 + 1)]:
         line = _refused(tmp_path, [*words, name, value])
         assert f"invalid value for '{name}'" in line
         if arg_fuzz._kind(param) is float or value.lstrip("-").isdigit():

@@ -39,6 +39,8 @@ def parse_size(text: str) -> int:
     if not m or (m.group(3) and m.group(2) == "" and m.group(3).lower() != "b"):
         raise HostError(f"cannot read size {text!r} (examples: 1G, 512MiB, 268435456)")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not value < 2**63:  # 5000 digits read as inf: no int() of it
+        raise HostError(f"size {text[:40]!r} is beyond any memory")
     if value < linux_mm.PAGE_SIZE:
         raise HostError(f"size {text!r} is below one page ({linux_mm.PAGE_SIZE} bytes)")
     return int(value)

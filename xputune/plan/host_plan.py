@@ -55,7 +55,7 @@ def choose_tier(cap: Capacity, tier: str | None) -> Tier:
     text = tier.strip().lower()
     if text == "max":
         return tiers[-1]
-    if text.endswith("gb") and text[:-2].strip().isdigit():
+    if text.endswith("gb") and _whole(text[:-2].strip()):
         want = int(text[:-2])
         for t in tiers:
             if t.hicache_size_gb == want:
@@ -63,9 +63,14 @@ def choose_tier(cap: Capacity, tier: str | None) -> Tier:
         if want > tiers[-1].hicache_size_gb:
             raise PlanError(f"tier {tier} exceeds the maximum of {tiers[-1].hicache_size_gb}GB")
         return Tier(want, *_scaled(tiers[0], want))
-    if text.isdigit() and 1 <= int(text) <= len(tiers):
+    if _whole(text) and 1 <= int(text) <= len(tiers):
         return tiers[int(text) - 1]
-    raise PlanError(f"tier {tier!r}: give 1..{len(tiers)}, a size like 64GB, or max")
+    raise PlanError(f"tier {tier[:40]!r}: give 1..{len(tiers)}, a size like 64GB, or max")
+
+
+def _whole(text: str) -> bool:
+    """Plain digits int() takes at once: not "²" (a digit to isdigit), not 5000 of them."""
+    return text.isascii() and text.isdigit() and len(text) <= 9
 
 
 def _scaled(reference: Tier, gb: int) -> tuple[int, int, int]:

@@ -19,20 +19,34 @@ def count(text: str, what: str) -> int:
     try:
         value = float(body) * scale
     except ValueError:
-        raise XputuneError(f"{what}: not a number: {text!r}") from None
-    if value < 0 or value != int(value):
-        raise XputuneError(f"{what}: must be a whole number >= 0, got {text!r}")
+        raise XputuneError(f"{what}: not a number: {_shown(text)}") from None
+    # nan, inf and 5000 digits fail the first test (before int() would raise on them)
+    if not 0 <= value <= POINT_MAX or value != int(value):
+        raise XputuneError(
+            f"{what}: must be a whole number from 0 to {POINT_MAX:g}, got {_shown(text)}"
+        )
     return int(value)
+
+
+def _shown(text: str) -> str:
+    """The text as an error quotes it: a 5000-digit number is not a 5000-character line."""
+    return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
 
 
 def pair(text: str, what: str) -> tuple[float, float]:
     tokens, sep, ms = text.partition(":")
     if not sep:
-        raise XputuneError(f"{what}: expected TOKENS:MS, got {text!r}")
+        raise XputuneError(f"{what}: expected TOKENS:MS, got {_shown(text)}")
+    at = float(count(tokens, what))
     try:
-        return float(count(tokens, what)), float(ms)
+        millis = float(ms)
     except ValueError:
-        raise XputuneError(f"{what}: milliseconds not a number in {text!r}") from None
+        raise XputuneError(f"{what}: milliseconds not a number in {_shown(text)}") from None
+    if not 0 <= millis <= POINT_MAX:  # also false for nan
+        raise XputuneError(
+            f"{what}: milliseconds must be from 0 to {POINT_MAX:g} in {_shown(text)}"
+        )
+    return at, millis
 
 
 #: tokens or milliseconds of one measurement, at most (and never nan, inf or negative)

@@ -141,6 +141,8 @@ class StackStream:
     summed modulo 2**64.
     """
 
+    _state = None  # until __init__ has one: close() (and __del__) after a failed build
+
     def __init__(self, scale: int = 1, hot: np.ndarray | None = None, seed: int = 0) -> None:
         import numpy as np
 
@@ -209,6 +211,8 @@ class StackStream:
 class IdCounter:
     """Accesses per distinct 64-bit id (xpt_cnt_*: 12 bytes a slot, grown by 1.5x): the
     counting pass of the streamed sampled curve."""
+
+    _state = None  # until __init__ has one: close() (and __del__) after a failed build
 
     def __init__(self) -> None:
         self._lib = _kernel()
