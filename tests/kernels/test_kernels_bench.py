@@ -20,7 +20,8 @@ def test_segment_counts_per_layout_and_pattern() -> None:
 
 
 def test_pools_come_from_the_callers_allocator() -> None:
-    """Each layout's pool is asked of host_alloc at its full size (pool_layers layers)."""
+    """Each layout's pool is asked of host_alloc at its full size (pool_layers layers), and
+    so is the host side of the memcpy baseline when it cannot use the case's own buffers."""
     asked: list[int] = []
 
     def alloc(nbytes: int) -> np.ndarray:
@@ -35,3 +36,9 @@ def test_pools_come_from_the_callers_allocator() -> None:
     assert ops[("page_first", "d2h")] == ("all_layer_mla_lf_pf", 128)
     assert ops[("layer_first", "h2d")] == ("per_layer_mla", 1)
     assert ops[("page_first_direct", "d2h")] == ("all_layer_direct_lf_pf", 8)
+    asked.clear()
+    bench.run(
+        tokens=64, layers=2, pool_layers=2, item_size=64, page_size=16, repeats=1, threads=1,
+        layouts=("page_first",), directions=("d2h",), host_alloc=alloc,
+    )  # fmt: skip
+    assert asked == [64 * 2 * 64, 64 * 2 * 64]  # the pool, then the memcpy baseline's host side

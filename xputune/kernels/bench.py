@@ -259,8 +259,9 @@ def run(
             label, segments, call = _case(mem, layout, direction, tokens, layers, pool_layers,
                                           item_size, page_size, pattern)  # fmt: skip
             regions = call.regions  # type: ignore[attr-defined]
-            if regions is None:
-                flat_host, flat_dev = mem.host((total,)), mem.device((total,))
+            if regions is None:  # host side from the pools' allocator (same page size), written
+                flat_host, flat_dev = mem.pool((total,)), mem.device((total,))
+                flat_host[...] = 1
                 regions = (flat_host, flat_dev) if direction == "h2d" else (flat_dev, flat_host)
             base_src, base_dst = (mem.flat(r, total) for r in regions)
             call()  # warm: builds and loads the library, faults pages in
