@@ -126,8 +126,46 @@ def test_the_role_has_its_parts() -> None:
         assert yaml.safe_load((ROLE / part).read_text()), part
     defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
     assert {"xputune_profile", "xputune_root", "xputune_state", "xputune_venv",
-            "xputune_install", "xputune_bin"} <= set(defaults)  # fmt: skip
+            "xputune_install", "xputune_bin", "xputune_wheel"} <= set(defaults)  # fmt: skip
     assert defaults["xputune_persist"] is True and defaults["xputune_watch"] is True
+
+
+def test_the_install_takes_dependencies_by_hash_and_xputune_from_its_wheel() -> None:
+    """Nothing unpinned from the index: the dependencies by the hashes of the same file the
+    container image installs, xputune from a wheel without the index."""
+    files = ROLE / "files" / "requirements.txt"
+    kube = ROOT / "deploy" / "kubernetes" / "requirements.txt"
+    assert files.is_symlink() and files.resolve() == kube.resolve()  # one lock, two users
+    tasks = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
+    pips = [t["ansible.builtin.pip"] for t in tasks if "ansible.builtin.pip" in t]
+    assert len(pips) == 2
+    deps, own = pips
+    assert deps["requirements"] == "{{ xputune_venv }}/requirements.txt"
+    assert deps["extra_args"].split() == ["--require-hashes", "--only-binary=:all:"]
+    assert "name" not in deps
+    assert own["name"] == "{{ xputune_venv }}/{{ xputune_wheel | basename }}"
+    assert sorted(own["extra_args"].split()) == ["--no-deps", "--no-index"]
+    copies = [t["ansible.builtin.copy"] for t in tasks if "ansible.builtin.copy" in t]
+    assert {c["src"] for c in copies} == {"requirements.txt", "{{ xputune_wheel }}"}
+
+
+def test_installing_without_a_wheel_is_refused_first(tree: Path, tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"accelerators": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "ansible_become": False}}}}))  # fmt: skip
+    extra = {"xputune_install": True, "xputune_venv": str(tmp_path / "venv"),
+             "xputune_root": str(tree)}  # fmt: skip
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
+           "LC_ALL": "C.UTF-8", "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_CONFIG": str(tmp_path / "none.cfg")}  # fmt: skip
+    proc = subprocess.run(
+        [str(PLAYBOOK), "-i", str(inventory), "-e", json.dumps(extra), str(ANSIBLE / "site.yml")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "xputune_install needs xputune_wheel" in proc.stdout
+    assert not (tmp_path / "venv").exists() and not (tree / "var/lib/xputune").exists()
 
 
 TASK_KEYWORDS = {"name", "register", "when", "changed_when", "failed_when", "check_mode",

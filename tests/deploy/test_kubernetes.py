@@ -9,6 +9,8 @@ into JSON Schema); strict mode refuses keys the API does not know, so a typo suc
 from __future__ import annotations
 
 import copy
+import importlib.metadata as md
+import importlib.util
 import json
 import os
 import re
@@ -24,6 +26,8 @@ import kubernetes_validate
 import pytest
 import typer
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import xputune
 from xputune.cli.app import app
@@ -35,6 +39,17 @@ KUBE = ROOT / "deploy" / "kubernetes"
 VERSION = kubernetes_validate.latest_version()
 OLDEST_ACCEPTABLE = (1, 33)  # released 2025-04; the package tracks each release
 METRICS_FILE = "xputune.prom"  # `xputune metrics --textfile DIR` writes DIR/xputune.prom
+
+
+def _lock_script():
+    """deploy/lock-requirements.py, which writes requirements.txt (its rules, not a copy)."""
+    spec = importlib.util.spec_from_file_location("lock", ROOT / "deploy" / "lock-requirements.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+LOCK = _lock_script()
 
 
 def _yaml_files() -> list[Path]:
@@ -231,22 +246,81 @@ KNOWN = {"FROM", "ARG", "RUN", "COPY", "ADD", "ENV", "ENTRYPOINT", "CMD", "LABEL
 KNOWN |= {"WORKDIR", "EXPOSE", "VOLUME", "STOPSIGNAL", "HEALTHCHECK", "SHELL", "ONBUILD"}
 
 
-def test_containerfile_installs_this_release_with_the_udev_extra() -> None:
+def test_containerfile_pins_its_base_and_installs_by_hash() -> None:
     text = (KUBE / "Containerfile").read_text()
     steps = _instructions(text)
     assert steps[0][0] == "FROM" and all(word in KNOWN for word, _ in steps), steps
+    # The base by digest (a tag alone can be moved to other bytes); bookworm, a Python the
+    # hashed requirements cover.
+    base = re.fullmatch(r"python:(3\.\d+)-slim-bookworm@sha256:([0-9a-f]{64})", steps[0][1])
+    assert base, steps[0][1]
+    assert base.group(1) in LOCK.PYTHONS
+    [install] = [a for w, a in steps if w == "RUN" and "pip install" in a]
+    shlex.split(install)  # balanced quotes
+    assert "--mount=type=bind,target=/ctx" in install
+    deps, own = [c.strip() for c in install.split("&&")][:2]
+    assert deps.endswith("pip install --no-cache-dir --require-hashes --only-binary=:all: "
+                         "-r /ctx/requirements.txt")  # fmt: skip
+    assert own == 'pip install --no-cache-dir --no-deps --no-index "/ctx/${XPUTUNE_WHEEL}"'
+    assert "pip check" in install and "xputune --version" in install
     args = dict(a.split("=", 1) for w, a in steps if w == "ARG")
-    assert json.loads(args["XPUTUNE_SPEC"]) == f"xputune[udev]=={xputune.__version__}"
-    assert any(w == "RUN" and '"${XPUTUNE_SPEC}"' in a for w, a in steps)
+    assert json.loads(args["XPUTUNE_WHEEL"]) == f"xputune-{xputune.__version__}-py3-none-any.whl"
     entry = [json.loads(a) for w, a in steps if w == "ENTRYPOINT"]
     assert entry == [["xputune"]] and json.loads(dict(steps)["CMD"])[0] == "watch"
-    for w, a in steps:
-        if w == "RUN":
-            shlex.split(a)  # balanced quotes
-    # The build command in its header tags the image the DaemonSet runs.
+    # The build command in its header tags the image the DaemonSet runs, after the wheel.
     assert f"-t {_container()['image']} " in text
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert any(d.startswith("pyudev") for d in extras["optional-dependencies"]["udev"])
+    assert "pip wheel --no-deps -w deploy/kubernetes ." in text
+    assert (KUBE / ".gitignore").read_text().splitlines()[-1] == "*.whl"  # never committed
+
+
+def _locked() -> dict[str, tuple[str, list[str]]]:
+    """requirements.txt: name -> (version, hashes), continuation lines joined."""
+    text = (KUBE / "requirements.txt").read_text().replace("\\\n", " ")
+    out = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        spec, *rest = line.split()
+        name, _, version = spec.partition("==")
+        assert version and all(r.startswith("--hash=sha256:") for r in rest), line
+        hashes = [r.removeprefix("--hash=sha256:") for r in rest]
+        assert hashes and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), line
+        assert len(set(hashes)) == len(hashes), line
+        out[canonicalize_name(name)] = (version, hashes)
+    return out
+
+
+def test_requirements_pin_every_runtime_dependency_with_hashes() -> None:
+    locked = _locked()
+    assert "xputune" not in locked  # xputune comes from the checkout's wheel
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    direct = [Requirement(d) for d in declared["dependencies"]]
+    direct += [Requirement(d) for d in declared["optional-dependencies"]["udev"]]
+    for req in direct:
+        version, _ = locked[canonicalize_name(req.name)]
+        assert req.specifier.contains(version), (req, version)
+    # Where this environment has a locked version installed, what it needs is locked too
+    # (and satisfied): the lock is whole for the versions xputune is tested with.
+    checked = 0
+    for name, (version, _) in locked.items():
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            continue
+        if dist.version != version:
+            continue
+        checked += 1
+        for line in dist.requires or ():
+            req = Requirement(line)
+            if LOCK._needed(req, frozenset()):
+                assert canonicalize_name(req.name) in locked, (name, req)
+                assert req.specifier.contains(locked[canonicalize_name(req.name)][0]), req
+    print(f"\n{len(locked)} locked, {checked} checked against their installed metadata, "
+          f"{sum(len(h) for _, h in locked.values())} hashes")  # fmt: skip
+    assert checked >= len(direct)
+    # Compiled wheels differ per Python and machine: one hash for each that pip may pick.
+    for name in ("numpy", "pyyaml", "msgspec"):
+        assert len(locked[name][1]) >= len(LOCK.PYTHONS) * len(LOCK.MACHINES), name
 
 
 def test_one_pass_of_the_pod_s_command_on_a_recording(tmp_path: Path) -> None:
