@@ -33,7 +33,7 @@ from xputune.errors import XputuneError
 #: not data). A trace has no cap on the whole, it is streamed; plan/traces.py bounds its lines.
 TEXT_MAX = 16 << 20  # any text file with no cap of its own (CSV tables of measurements)
 CONFIG_MAX = 4 << 20  # a model's config.json: real ones are a few KiB
-DOCUMENT_MAX = 16 << 20  # one probe or check JSON document: about 40 KiB for 8 cards
+DOCUMENT_MAX = 4 << 20  # one probe or check JSON document: about 50 KiB for 8 cards
 PROFILE_MAX = 1 << 20  # a tuning profile (YAML): a few KiB
 
 _KINDS = {

@@ -63,7 +63,7 @@ def test_a_device_is_refused_by_every_command_before_reading(run_cli) -> None:
 @pytest.mark.parametrize(
     ("what", "argv", "size", "cap"),
     [
-        ("probe or check document", ["fleet", "report"], 16 << 20, "16 MiB"),
+        ("probe or check document", ["fleet", "report"], 4 << 20, "4 MiB"),
         ("measured table", ["tiers", "--measured"], 16 << 20, "16 MiB"),
         ("points file", ["model", "--fit-b", "1", "--points"], 16 << 20, "16 MiB"),
         ("model config", ["plan", *SEED, "--config"], 4 << 20, "4 MiB"),

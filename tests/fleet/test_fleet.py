@@ -337,7 +337,7 @@ def test_fleet_report_refuses_fifos_devices_and_huge_files_before_reading(
         str(fifo): f"probe or check document is a FIFO, not a regular file: {fifo}",
         "/dev/zero": "probe or check document is a character device, not a regular file: /dev/zero",
         str(tmp_path): f"probe or check document is a directory: {tmp_path}",
-        str(huge): f"probe or check document too large: {huge} (more than 16 MiB)",
+        str(huge): f"probe or check document too large: {huge} (more than 4 MiB)",
     }
     for path, says in cases.items():
         code, out, err = run_cli("fleet", "report", path)
@@ -378,3 +378,19 @@ def test_fleet_report_prints_names_from_data_as_text(run_cli, fleet: Path, monke
     doc = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
     assert doc["hosts"][1]["host"] == f"n{FILE}"  # JSON carries the name as it is
     assert doc["hosts"][1]["check"]["profile"] == HOSTILE
+
+
+def test_fleet_report_reads_odd_port_orderings_as_unknown(run_cli, fleet: Path) -> None:
+    """A port whose ordering is no object, or whose bits are no booleans, is unknown (the
+    probe writes null there): no traceback, and the host's IDO says so."""
+
+    def change(doc) -> None:
+        doc["cards"][0]["path"][0]["ordering"] = 5
+        doc["cards"][1]["path"][0]["ordering"] = {"request": "yes", "completion": [1]}
+        doc["cards"][2]["path"] = ["port", None]
+
+    odd = fleet / "odd.probe.json"
+    odd.write_text(_mutated(fleet, change))
+    code, out, err = run_cli("fleet", "report", "-f", "json", str(odd))
+    assert code in (0, 1) and err == ""
+    assert json.loads(out)["hosts"][0]["ido"] in ("unknown", "partial")

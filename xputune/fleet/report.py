@@ -15,7 +15,7 @@ the report prints or writes must be what a probe could have written.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,18 +140,43 @@ def _check_check(path: str, doc: dict[str, Any]) -> None:
         raise _fail(path, "check document whose rows are not knob/verdict rows")
 
 
+def _ordering(port: Any) -> dict[str, bool | None]:
+    """A port's IDO bits as the report reads them: true, false, or unknown for anything else."""
+    found = port.get("ordering") if isinstance(port, dict) else None
+    found = found if isinstance(found, dict) else {}
+    return {k: found.get(k) if isinstance(found.get(k), bool) else None
+            for k in ("request", "completion")}  # fmt: skip
+
+
+def _slim(kind: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """What the report reads of a checked document, and nothing else: a fleet's documents are
+    held together, so each costs what its cards and rows need, not what its file held."""
+    if kind == "check":
+        rows = [{"knob": r["knob"], "verdict": r["verdict"]} for r in doc["rows"]]
+        return {"profile": doc["profile"], "ok": doc["ok"], "rows": rows}
+    link_keys = ("current_speed_gts", "max_speed_gts", "current_width", "max_width", "degraded")
+    cards = [{**{k: c[k] for k in ("name", "model", "bdf", "numa_node", "uplink")},
+              "link": {k: c["link"][k] for k in link_keys},
+              "path": [{"ordering": _ordering(port)} for port in c["path"]]}
+             for c in doc["cards"]]  # fmt: skip
+    uplinks = [{"bdf": u["bdf"], "link": {k: u["link"][k] for k in link_keys}}
+               for u in doc["uplinks"]]  # fmt: skip
+    return {"cards": cards, "uplinks": uplinks}
+
+
 def load_files(paths: Iterable[str]) -> list[Host]:
     """The hosts of the probe and check documents at `paths`, each file read within
-    DOCUMENT_MAX and refused unless it is a regular file (userfiles)."""
+    DOCUMENT_MAX and refused unless it is a regular file (userfiles), one at a time."""
     what = "probe or check document"
-    return load({path: read_text(Path(path), what, DOCUMENT_MAX) for path in paths})
+    return load((path, read_text(Path(path), what, DOCUMENT_MAX)) for path in paths)
 
 
-def load(files: dict[str, str]) -> list[Host]:
-    """path -> text, to hosts (in the order first named). Strict: FleetInputError on any bad
-    file, naming it."""
+def load(files: Mapping[str, str] | Iterable[tuple[str, str]]) -> list[Host]:
+    """(path, text) pairs, to hosts (in the order first named). Strict: FleetInputError on
+    any bad file, naming it. Each document is kept slimmed (_slim) once checked."""
     hosts: dict[str, Host] = {}
-    for path, text in files.items():
+    pairs = files.items() if isinstance(files, Mapping) else files
+    for path, text in pairs:
         try:
             doc = loads(text)
         except ValueError as exc:
@@ -170,7 +195,7 @@ def load(files: dict[str, str]) -> list[Host]:
         if getattr(host, kind) is not None:
             raise _fail(path, f"a second {kind} document for host {host.name} "
                               f"(also in {', '.join(host.files)})")  # fmt: skip
-        setattr(host, kind, doc)
+        setattr(host, kind, _slim(kind, doc))
         host.files.append(path)
     return list(hosts.values())
 
@@ -201,9 +226,9 @@ def _degraded(probe: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for card in probe["cards"]:
         if card["link"]["degraded"]:
-            out.append({"card": card["name"], "bdf": card.get("bdf"), **_link(card["link"])})
+            out.append({"card": card["name"], "bdf": card["bdf"], **_link(card["link"])})
     for uplink in probe["uplinks"]:
-        if uplink["link"].get("degraded"):
+        if uplink["link"]["degraded"]:
             out.append({"card": None, "uplink": uplink["bdf"], "bdf": uplink["bdf"],
                         **_link(uplink["link"])})  # fmt: skip
     return out
@@ -218,8 +243,7 @@ def _ido(probe: dict[str, Any]) -> str:
     states = set()
     for card in probe["cards"]:
         for port in card["path"]:
-            o = port.get("ordering", {}) if isinstance(port, dict) else {}
-            req, comp = o.get("request"), o.get("completion")
+            req, comp = port["ordering"]["request"], port["ordering"]["completion"]
             states.add("unknown" if req is None or comp is None else
                        "on" if req and comp else "off")  # fmt: skip
     if not states:
