@@ -79,8 +79,10 @@ def run_launch(
             view, topo, cards=cards, profile=profile, force=force, dry_run=dry_run, again=again,
             **common,
         )  # fmt: skip
-    for line in launch.notes:
-        sys.stderr.write(line + "\n")
+    from xputune.userfiles import printable
+
+    for line in launch.notes:  # drift lines quote the host's values: data
+        sys.stderr.write(printable(line) + "\n")
     if dry_run:
         print(launch.spec.shell_line())
         return

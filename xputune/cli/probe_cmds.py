@@ -128,8 +128,10 @@ def record(
         return files
 
     topo, count = record_host(view, out, scrub=not no_scrub, extra=vendor_outputs)
-    for note in notes:
-        typer.echo(f"note: {note}", err=True)
+    from xputune.userfiles import printable
+
+    for note in notes:  # what a vendor tool said: data
+        typer.echo(f"note: {printable(note)}", err=True)
     typer.echo(f"recorded {count} entries of {topo.source} to {out}", err=True)
 
 

@@ -50,8 +50,10 @@ def run_probe(
         host = open_host(None, fallback_example)
         topo = discover(host, strict)
     vendor = vendor_info(topo, live=host.live)
-    for note in vendor.notes:
-        sys.stderr.write(f"note: {note}\n")
+    from xputune.userfiles import printable
+
+    for note in vendor.notes:  # what a vendor library or tool said: data
+        sys.stderr.write(f"note: {printable(note)}\n")
     topo, source = vendor_links(topo, host, vendor, vendor_topo)
     if fmt is Format.table:
         from xputune.cli.probe_render import render
