@@ -29,14 +29,7 @@ COMMANDS = arg_fuzz.commands()
 #: Calls the fuzz draws that end in a traceback in code outside the CLI that another change
 #: is reworking; PLACE is the folder of the command's files. Each is a strict xfail below (and
 #: left out of the fuzz), so the fix turns it into a failure until it is taken off this list.
-KNOWN: dict[tuple[str, ...], str] = {
-    ("profiles", "-f", "yaml", "PLACE/deep.json"): (
-        "tune/profiles.py parses a profile file of JSON nested 100,000 deep (RecursionError)"
-    ),
-    ("profiles", "--format=json", "--format", "json", "PLACE/deep.yaml"): (
-        "tune/profiles.py parses YAML nested 50,000 deep (RecursionError)"
-    ),
-}
+KNOWN: dict[tuple[str, ...], str] = {}  # none left: deep profiles are one line now
 
 
 def _ids() -> list[str]:

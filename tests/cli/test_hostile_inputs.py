@@ -143,3 +143,16 @@ def test_smi_reads_stdin_within_the_same_cap(run_cli, monkeypatch) -> None:
         _one_line(run_cli, "smi", "--input", "-")
         == "smi output too large: stdin (more than 64 MiB)"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("deep.yaml", "[" * 50_000 + "]" * 50_000), ("deep.json", "[" * 100_000 + "]" * 100_000)],
+)
+def test_a_profile_nested_too_deeply_is_one_line(
+    run_cli, tmp_path: Path, name: str, content: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    for argv in (["profiles", str(path)], ["check", *SEED, "--profile", str(path)]):
+        assert _one_line(run_cli, *argv) == f"{path}: not a profile (nested too deeply)"

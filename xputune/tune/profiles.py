@@ -147,18 +147,25 @@ def _parse(path: str, text: str, shown: str) -> Any:
     import yaml
 
     try:
-        raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        raw = _load_yaml(yaml, text, shown)
+    except RecursionError:  # [[[[... 50,000 deep: no profile is, and it is one line
+        raise ProfileError(f"{shown}: not a profile (nested too deeply)") from None
+    if entry:
+        usercache.store(_CACHE_KIND, entry, (text, raw), _CACHE_MAX)
+    return raw
+
+
+def _load_yaml(yaml: Any, text: str, shown: str) -> Any:
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
         try:
-            raw = yaml.safe_load(text)
+            return yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark else ""
             problem = " ".join(str(getattr(exc, "problem", exc)).split())  # one line
             raise ProfileError(f"{shown}:{where} not valid YAML ({problem})") from exc
-    if entry:
-        usercache.store(_CACHE_KIND, entry, (text, raw), _CACHE_MAX)
-    return raw
 
 
 def _cache_entry(path: str) -> str | None:
