@@ -90,9 +90,7 @@ def test_fifos_devices_and_sockets_are_refused_before_reading(tmp_path: Path) ->
     sock = tmp_path / "s.json"
     with socket.socket(socket.AF_UNIX) as server:
         server.bind(str(sock))
-        with pytest.raises(
-            XputuneError, match=f"is a socket or a device, not a regular file: {sock}"
-        ):
+        with pytest.raises(XputuneError, match=f"^model config is a socket, not a reg.*: {sock}$"):
             read_json(sock, "model config", CONFIG_MAX)
     with pytest.raises(XputuneError, match=f"^model config is a directory: {tmp_path}$"):
         read_json(tmp_path, "model config", CONFIG_MAX)
@@ -192,3 +190,38 @@ def test_printable_examples() -> None:
     assert printable("0000:ab:00.0") == "0000:ab:00.0"
     assert printable("P800 昆仑") == "P800 昆仑"  # printable non-ASCII stays
     assert printable("a\x1b[2Jb\n\u202ec\x7f") == "a\\x1b[2Jb\\n\\u202ec\\x7f"
+
+
+def test_without_o_path_or_proc_the_same_checks_hold(tmp_path: Path, monkeypatch) -> None:
+    """Where os.O_PATH is missing the path is opened for reading (O_NONBLOCK: a FIFO does not
+    wait) and checked; where /proc is missing the regular file is opened again by path and
+    must be the inode first checked (a swap in between is refused)."""
+    import xputune.userfiles as userfiles
+
+    fifo, plain, other = tmp_path / "fifo", tmp_path / "a.csv", tmp_path / "b.csv"
+    os.mkfifo(fifo)
+    plain.write_text("1,2\n")
+    other.write_text("3,4\n")
+    real_open = os.open
+    with monkeypatch.context() as m:
+        m.delattr(os, "O_PATH")
+        with pytest.raises(XputuneError, match=r"^trace is a FIFO, not a regular file"):
+            open_binary(fifo, "trace")
+        assert read_lines(plain, "table") == ["1,2\n"]
+
+    def no_proc(path, flags, *args):
+        if str(path).startswith("/proc/self/fd/"):
+            raise FileNotFoundError(path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(userfiles.os, "open", no_proc)
+    assert read_lines(plain, "table") == ["1,2\n"]
+
+    def swapped(path, flags, *args):  # the second open finds another file at the path
+        if str(path).startswith("/proc/self/fd/"):
+            raise FileNotFoundError(path)
+        return real_open(other if flags & os.O_NONBLOCK else path, flags, *args)
+
+    monkeypatch.setattr(userfiles.os, "open", swapped)
+    with pytest.raises(XputuneError, match=f"^table changed while it was opened: {plain}$"):
+        read_lines(plain, "table")

@@ -4,10 +4,11 @@ fails, and read within a bound.
 
 xputune runs as root and trusts nothing it did not write itself. A path on the command line
 may name a FIFO nobody writes to (a read blocks forever), a device (/dev/zero never ends), a
-socket, or a regular file a thousand times larger than any real one of its kind. So a file is
-opened once, without blocking and without becoming a controlling terminal
-(O_NONBLOCK|O_NOCTTY), checked with fstat on that descriptor (never a check-then-open by path),
-refused unless it is a regular file, and read only up to a cap for its kind. JSON is read
+socket, or a regular file a thousand times larger than any real one of its kind. So a path is
+opened with O_PATH (nothing that it names is opened yet), checked with fstat on that
+descriptor (never a check-then-open by path), refused unless it is a regular file, then opened
+for reading through that same descriptor (O_NONBLOCK|O_NOCTTY), and read only up to a cap for
+its kind. JSON is read
 strictly: NaN and Infinity are not JSON, nor is a number beyond a double's range, and nesting
 too deep for the parser is one line, not a RecursionError. Data read from such a file is shown
 through printable() wherever a message quotes it.
@@ -113,12 +114,18 @@ def bounded(stream: Any, what: str, limit: int, name: str = "stdin") -> BinaryIO
     return io.BufferedReader(_Capped(stream, limit, name, what, own=False))
 
 
-def open_binary(path: Path, what: str, limit: int | None = None) -> BinaryIO:
-    """The file, open for reading bytes (buffered: peek works). Refused, naming it, unless it
-    is a regular file, and when it holds more than `limit` bytes (checked on open and again
-    while it is read, as a file may grow); None: no cap on the whole (a streamed trace)."""
+_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def _open_regular(path: Path, what: str) -> int:
+    """A descriptor open for reading on the regular file at `path`, or one line saying what
+    it is instead. Where Linux has O_PATH the path is first opened without opening what it
+    names (a device's driver never sees an open: /dev/watchdog is not armed, a tape is not
+    rewound, a FIFO does not wait), checked with fstat, and only a regular file is opened
+    again, through that descriptor (/proc/self/fd), so no rename in between can swap it."""
+    o_path = getattr(os, "O_PATH", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(path, (o_path or _READ) | os.O_CLOEXEC)
     except OSError as exc:
         raise _refusal(exc, path, what) from None
     try:
@@ -126,9 +133,46 @@ def open_binary(path: Path, what: str, limit: int | None = None) -> BinaryIO:
         if stat.S_ISDIR(info.st_mode):
             raise XputuneError(f"{what} is a directory: {_shown(path)}")
         if not stat.S_ISREG(info.st_mode):
-            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "something else")
             raise XputuneError(f"{what} is {kind}, not a regular file: {_shown(path)}")
-        if limit is not None and info.st_size > limit:
+        if not o_path:
+            return fd
+        try:
+            readable = os.open(f"/proc/self/fd/{fd}", _READ)
+        except FileNotFoundError:  # no /proc: open the path, and check it is the same file
+            readable = _same_file(path, what, info)
+        except OSError as exc:
+            raise _refusal(exc, path, what) from None
+    except BaseException:
+        if not o_path:  # the descriptor that would have been handed out
+            os.close(fd)
+        raise
+    finally:
+        if o_path:
+            os.close(fd)
+    return readable
+
+
+def _same_file(path: Path, what: str, info: os.stat_result) -> int:
+    try:
+        fd = os.open(path, _READ)
+    except OSError as exc:
+        raise _refusal(exc, path, what) from None
+    now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino) or not stat.S_ISREG(now.st_mode):
+        os.close(fd)
+        raise XputuneError(f"{what} changed while it was opened: {_shown(path)}")
+    return fd
+
+
+def open_binary(path: Path, what: str, limit: int | None = None) -> BinaryIO:
+    """The file, open for reading bytes (buffered: peek works). Refused, naming it, unless it
+    is a regular file (see _open_regular), and when it holds more than `limit` bytes (checked
+    on open and again while it is read, as a file may grow); None: no cap on the whole (a
+    streamed trace)."""
+    fd = _open_regular(path, what)
+    try:
+        if limit is not None and os.fstat(fd).st_size > limit:
             raise _too_large(path, what, limit)
         os.set_blocking(fd, True)
         raw = io.FileIO(fd, "rb", closefd=True)
