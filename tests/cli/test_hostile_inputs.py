@@ -156,3 +156,18 @@ def test_a_profile_nested_too_deeply_is_one_line(
     path.write_text(content)
     for argv in (["profiles", str(path)], ["check", *SEED, "--profile", str(path)]):
         assert _one_line(run_cli, *argv) == f"{path}: not a profile (nested too deeply)"
+
+
+def test_smi_numbers_of_thousands_of_digits_read_as_absent(run_cli, tmp_path: Path) -> None:
+    """A real default table with a 400-digit power and a 5000-digit memory size: no traceback
+    (int() refuses 5000 digits), no infinity in the JSON; the cells read as absent."""
+    real = Path(__file__).resolve().parents[1] / "devices" / "data" / "real"
+    text = (real / "xpusmi-table-yunion-5.19.0.0.txt").read_text()
+    text = text.replace("87W / 400W", "9" * 400 + "W / 400W", 1)
+    text = text.replace("0MiB / 98304MiB", "0MiB / " + "9" * 5000 + "MiB", 1)
+    saved = tmp_path / "table.txt"
+    saved.write_text(text)
+    code, out, err = run_cli("smi", "--input", str(saved), "-f", "json")
+    assert code == 0 and "Traceback" not in err
+    card = json.loads(out, parse_constant=lambda c: pytest.fail(c))["cards"][0]
+    assert card["power_w"] is None and card["memory_total_mib"] is None

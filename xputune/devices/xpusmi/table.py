@@ -21,9 +21,11 @@ FORM = "table"
 TITLE = re.compile(r"\b(XPU-SMI|NVIDIA-SMI)\b.*?Driver Version:\s*(\S+)", re.ASCII)
 FIRST_ROW = re.compile(r"^\s*([0-9]{1,4})\s+(.*?)\s*$")
 BUS = re.compile(r"\b([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\b")
-MEMORY = re.compile(r"([0-9]+)\s*MiB\s*/\s*([0-9]+)\s*MiB")
+# Numbers are at most 15 digits, as values._NUMBER takes them: a longer one is no reading
+# (and 5000 digits would not even convert), so the cell reads as absent.
+MEMORY = re.compile(r"(?<![0-9])([0-9]{1,15})\s*MiB\s*/\s*([0-9]{1,15})\s*MiB")
 TEMP = re.compile(r"\b([0-9]{1,3})C\b")
-POWER = re.compile(r"\b([0-9]+(?:\.[0-9]+)?)W\s*/")
+POWER = re.compile(r"\b([0-9]{1,15}(?:\.[0-9]{1,6})?)W\s*/")
 UTIL = re.compile(r"\b([0-9]{1,3})%")
 PROC_TYPES = {"C", "G", "C+G", "M", "M+C", "M+G"}
 
