@@ -584,6 +584,38 @@ static void emit_all(const xt_runs *R, xt_emit *e, int64_t members, int64_t laye
 }
 
 /*
+ * Every slot its own run on a side that never puts two slots next to each other (page_first
+ * with several layers), the other side a buffer per layer: no two segments can ever merge
+ * (consecutive ones differ in layer buffer, or are a pool row apart), so each is one item,
+ * copied at once without emit()'s merge bookkeeping, which costs as much as a small copy.
+ * Run-major order, as the planner's; the source eight segments ahead is prefetched.
+ */
+static int64_t copy_unmergeable_items(const xt_runs *R, int64_t members, int64_t layers,
+                                      int64_t item, int stream) {
+    const xt_side *s = R->s, *d = R->d;
+    const int prefetch = (uint64_t)item <= XT_PREFETCH_MAX;
+    for (int64_t m = 0; m < members; ++m) {
+        int64_t pq = XT_PREFETCH_AHEAD / layers, pl = XT_PREFETCH_AHEAD % layers;
+        for (int64_t q = 0; q < R->n; ++q) {
+            const int64_t ss = s->idx[q], ds = d->idx[q];
+            for (int64_t l = 0; l < layers; ++l) {
+                if (prefetch && pq < R->n) {
+                    prefetch_bytes(side_address(s, m, pl, s->idx[pq], item), (uint64_t)item);
+                    if (++pl == layers) {
+                        pl = 0;
+                        ++pq;
+                    }
+                }
+                copy_segment((char *)(uintptr_t)side_address(d, m, l, ds, item),
+                             (const char *)(uintptr_t)side_address(s, m, l, ss, item),
+                             (uint64_t)item, stream);
+            }
+        }
+    }
+    return members * R->n * layers;
+}
+
+/*
  * Copy slot si[i] to slot di[i] for every i, processed layer and member. Indices are checked
  * before anything is written: XT_ERANGE_SRC / XT_ERANGE_DST when a slot is negative or >= its
  * side's slot count (the first bad run decides which). run_major: segments ordered run by run
@@ -621,7 +653,10 @@ int xt_host_copy_layout(const uint64_t *src_bases, const uint64_t *dst_bases,
     xt_emit e = {0};
     if (xt_host_thread_count(total, nthreads) <= 1) {
         e.stream = use_stream(total);
-        emit_all(&R, &e, members, layers, item, run_major);
+        if (R.mode == 0 && run_major && (s.per_layer != d.per_layer) && !s.cut && !d.cut)
+            e.count = copy_unmergeable_items(&R, members, layers, item, e.stream);
+        else
+            emit_all(&R, &e, members, layers, item, run_major);
         if (e.stream) stream_fence();
         *segments = e.count;
         return XT_OK;
