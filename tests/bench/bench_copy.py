@@ -6,13 +6,14 @@
    load_to_device_per_layer moves), a whole load (78 of those) and one backup (D2H, all layers).
 2. Host copy bandwidth of the operators SGLang calls against one plain memcpy of the same
    bytes, from the same C library, paired in one run (alternating which goes first), ratios
-   min / median / max over the pairs: H2D one layer of 32K tokens out of a 78-layer pool, D2H
-   all 78 layers of --d2h-tokens tokens (the whole pool would not fit a small machine). Host
-   pools are xputune's huge-page host buffer, as the plugin's host_alloc allocates them
-   (--small-pages: plain 4 KB pages, as a stock SGLang pool has); the memcpy baseline of one
-   layer runs between the operator's own two buffers.
-Targets (DESIGN, one thread): layer_first >= 0.97 of memcpy, page_first >= 0.9, judged on the
-worst median ratio of the layout; page_first_direct is printed for comparison.
+   min / median / max over the pairs: one layer of 32K tokens out of a 78-layer pool each way
+   (the memcpy runs between the operator's own two buffers), and, for comparison, all 78
+   layers of --d2h-tokens tokens written back (a whole 32K-token pool would not fit a small
+   machine). Host pools are xputune's huge-page host buffer, as the plugin's host_alloc
+   allocates them (--small-pages: plain 4 KB pages, as a stock SGLang pool has).
+Targets (DESIGN, one thread, one layer of 32K tokens): layer_first >= 0.97 of memcpy,
+page_first >= 0.9, judged on the layout's worst median ratio over the one-layer rows;
+page_first_direct and the all-layer rows are printed for comparison.
 Run: .venv/bin/python tests/bench/bench_copy.py --repeats 15
 Exits 1 when a target is missed, so it can gate a release check (not a unit test: timing).
 """
@@ -79,7 +80,7 @@ def main() -> int:
     print(header)
     print("-" * len(header))
     worst = dict.fromkeys(TARGETS, float("inf"))
-    runs = (("h2d", args.tokens, 1), ("d2h", args.d2h_tokens, args.layers))
+    runs = (("h2d", args.tokens, 1), ("d2h", args.tokens, 1), ("d2h", args.d2h_tokens, args.layers))
     for pattern in PATTERNS:
         for direction, tokens, layers in runs:
             _, rows = bench.run(
@@ -91,14 +92,14 @@ def main() -> int:
                 print(f"{pattern:<12}{r.layout:<19}{r.direction:<4}{layers:>7}{tokens:>7}"
                       f"{r.segments:>11,}{r.gbps:>7.2f}{r.baseline_gbps:>8.2f}{r.ratio_min:>6.2f}"
                       f"{r.ratio:>6.2f}{r.ratio_max:>6.2f}  {r.operator}", flush=True)  # fmt: skip
-                if r.layout in worst:
+                if r.layout in worst and layers == 1:
                     worst[r.layout] = min(worst[r.layout], r.ratio)
     print()
     missed = 0
     for layout, target in TARGETS.items():
         verdict = "met" if worst[layout] >= target else "MISSED"
         missed += verdict == "MISSED"
-        print(f"{layout} worst median ratio vs memcpy: {worst[layout]:.2f} "
+        print(f"{layout} worst median ratio vs memcpy, one layer: {worst[layout]:.2f} "
               f"(target {target:.2f}): {verdict}")  # fmt: skip
     return 1 if missed else 0
 
