@@ -32,10 +32,27 @@ def knee(curve: HitCurve) -> Knee | None:
     slots = curve.saturation_tokens // curve.block_size
     if top <= 0 or slots < 2:
         return None
-    y = curve.cum_hit_tokens[: slots + 1] / top
-    x = np.arange(slots + 1) / slots
-    best = int(np.argmax(y - x))
+    best = kneedle(np.arange(slots + 1), curve.cum_hit_tokens[: slots + 1])
+    if best is None:
+        return None
     return Knee(best * curve.block_size, float(curve.cum_hit_tokens[best] / curve.total_tokens))
+
+
+def kneedle(xs: Sequence[float], ys: Sequence[float]) -> int | None:
+    """The index of the point farthest above the chord from the first point to the last, both
+    axes normalised to 0..1 (Kneedle); None for fewer than three points or a flat line.
+
+    knee() reads an exact curve with it; a sweep reads its measured tiers the same way.
+    """
+    import numpy as np
+
+    x = np.asarray(xs, dtype=np.float64)
+    y = np.asarray(ys, dtype=np.float64)
+    if len(x) < 3 or x[-1] <= x[0] or y.max() <= y[0]:
+        return None
+    xn = (x - x[0]) / (x[-1] - x[0])
+    yn = (y - y[0]) / (y.max() - y[0])
+    return int(np.argmax(yn - xn))
 
 
 def recommend(curve: HitCurve, tiers: Sequence[int], tolerance: float) -> int | None:
