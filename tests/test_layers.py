@@ -8,7 +8,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "xputune"
 # Bottom first, as in DESIGN.md ("The house").
 LAYERS = ["host", "topology", "devices", "kernels", "hicache", "tune", "plan", "fleet", "sglang",
-          "launch", "cli"]  # fmt: skip
+          "launch", "measure", "cli"]  # fmt: skip
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 

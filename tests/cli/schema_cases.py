@@ -81,6 +81,40 @@ def _fleet(tmp: Path, *, tie: bool = False) -> list[str]:
     ]
 
 
+def _fake_server(tmp: Path) -> str:
+    """A stand-in SGLang server (tests/measure/fakesglang.py) for replay; its URL."""
+    import atexit
+
+    from tests.measure.fakesglang import FakeSGLang, write_model
+
+    server = FakeSGLang(model_path=write_model(str(tmp / "model")), device_tokens=512).start()
+    atexit.register(server.stop)
+    return server.url
+
+
+def _replay(tmp: Path, *more: str) -> list[str]:
+    return ["replay", "--trace", _trace(tmp), "--url", _fake_server(tmp), *more, "-f", "json"]
+
+
+def _sweep(tmp: Path, *more: str) -> list[str]:
+    from tests.measure.fakesglang import write_model
+
+    model = write_model(str(tmp / "model"))
+    return [
+        "sweep", "--trace", _trace(tmp), "--block-tokens", "64", "--stop-grace", "2",
+        "-c", "1", *more, "-f", "json", "--", "--model-path", model, "--device", "cpu",
+        "--max-total-tokens", "512",
+    ]  # fmt: skip
+
+
+def fake_sglang_env(_tmp: Path) -> dict[str, str]:
+    """Servers the sweep starts run the stand-in (tests/measure/fake_site) instead of SGLang."""
+    import os
+
+    site = ROOT / "tests" / "measure" / "fake_site"
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(site), str(ROOT)) if p)}
+
+
 Case = Callable[[Path], list[str]]
 
 #: schema name -> one or more ways to produce the document (argv builders).
@@ -159,7 +193,18 @@ CASES: dict[str, list[Case]] = {
         lambda tmp: ["fleet", "report", *_fleet(tmp), "-f", "json"],
         lambda tmp: ["fleet", "report", *_fleet(tmp, tie=True), "-f", "json"],
     ],
+    "replay": [
+        lambda tmp: _replay(tmp, "--block-tokens", "64", "-c", "2", "--per-request"),
+        lambda tmp: _replay(tmp, "--block-tokens", "32", "--speedup", "100", "--max-output", "2"),
+    ],
+    "sweep": [
+        lambda tmp: _sweep(tmp, "--sizes", "x1,x2,x4", "--baseline", "--min-gain", "0"),
+        lambda tmp: _sweep(tmp, "--sizes", "x2"),
+    ],
 }
+
+#: schema name -> the environment its cases run in (set for the case, then restored)
+ENV: dict[str, Callable[[Path], dict[str, str]]] = {"sweep": fake_sglang_env}
 
 
 def run_json(argv: list[str]) -> tuple[int, dict]:

@@ -41,6 +41,9 @@ TITLES = {
     "bench-host": "xputune bench host --format json: pinned host buffer costs",
     "fleet-report": "xputune fleet report --format json: drift, degraded links and layout "
     "outliers over many hosts",
+    "replay": "xputune replay --format json: a trace replayed on a running server, hits per "
+    "tier beside the prediction",
+    "sweep": "xputune sweep --format json: a server launched, replayed and stopped per L2 size",
 }
 
 #: JSON paths ($ = the document, [] = any item, * = any value of a map) of objects keyed by data.

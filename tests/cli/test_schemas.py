@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.cli.schema_cases import CASES, run_json
+from tests.cli.schema_cases import CASES, ENV, run_json
 from xputune.cli.schema_cmds import schema_names, schema_text
 
 # check exits 1 when the host drifts from the profile, fleet report when something stands out
@@ -25,7 +25,7 @@ def test_every_schema_has_a_case_and_every_case_a_schema() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_live_output_matches_its_schema(name: str, tmp_path: Path) -> None:
+def test_live_output_matches_its_schema(name: str, tmp_path: Path, monkeypatch) -> None:
     schema = json.loads(schema_text(name))
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
@@ -33,6 +33,8 @@ def test_live_output_matches_its_schema(name: str, tmp_path: Path) -> None:
     for i, case in enumerate(CASES[name]):
         where = tmp_path / str(i)
         where.mkdir()
+        for key, value in ENV.get(name, lambda _: {})(where).items():
+            monkeypatch.setenv(key, value)
         argv = case(where)
         code, doc = run_json(argv)
         assert code in CHECK_EXIT.get(name, (0,)), argv

@@ -1,0 +1,720 @@
+"""replay and sweep: measure a running server with a trace, and the L2 ladder tier by tier."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from xputune.cli.common import Format, FormatOpt, console, emit_data
+from xputune.errors import XputuneError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from xputune.measure.replay import Load
+    from xputune.measure.workload import TraceSlice
+
+#: --requests, --skip, --concurrency, --max-inflight, --max-output, --host-tokens: at most
+MAX_REQUESTS = 10_000_000
+MAX_SECONDS = 1e7  # --duration, --timeout, --start-timeout, --stop-grace: about 16 weeks
+MAX_TOKENS_PER_BLOCK = 1 << 20
+INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (after its report)
+
+
+class TraceFormat(StrEnum):
+    auto = "auto"
+    mooncake = "mooncake"
+    generic = "generic"
+
+
+# ------------------------------------------------------------------ options both commands take
+
+TraceOpt = Annotated[
+    str,
+    typer.Option(
+        "--trace",
+        help="Request trace (JSON lines, plain or gzip): Mooncake (hash_ids, timestamp, "
+        "output_length) or the generic format.",
+        metavar="FILE",
+    ),
+]
+TraceFormatOpt = Annotated[
+    TraceFormat,
+    typer.Option("--trace-format", help="auto looks for hash_ids in the first request."),
+]
+BlockSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--block-size",
+        help="Tokens per trace block (Mooncake: 512; generic: its page_size).",
+        min=1,
+        max=MAX_TOKENS_PER_BLOCK,
+    ),
+]
+BlockTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--block-tokens",
+        help="Send each trace block as this many tokens (default: the block size), to fit a "
+        "trace to a small server's pool; the prediction uses the same scaled blocks.",
+        min=1,
+        max=MAX_TOKENS_PER_BLOCK,
+    ),
+]
+SkipOpt = Annotated[
+    int,
+    typer.Option("--skip", help="Pass over this many requests first.", min=0, max=MAX_REQUESTS),
+]
+RequestsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--requests", "-n", help="Send at most this many requests.", min=1, max=MAX_REQUESTS
+    ),
+]
+DurationOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--duration",
+        help="Stop sending after this many seconds (what is in flight finishes).",
+        min=0.0,
+        max=MAX_SECONDS,
+    ),
+]
+ConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        "-c",
+        help="Closed loop: this many requests at once, each sent when one finishes. Default: "
+        "open loop at the trace's timestamps.",
+        min=1,
+        max=MAX_REQUESTS,
+    ),
+]
+SpeedupOpt = Annotated[
+    float,
+    typer.Option(
+        "--speedup",
+        help="Open loop: play the trace's clock this many times faster.",
+        min=1e-6,
+        max=1e9,
+    ),
+]
+MaxInflightOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-inflight",
+        help="Open loop: requests (threads, connections) at once, at most; a request that "
+        "waits for one is reported as dispatch lag.",
+        min=1,
+        max=100_000,
+    ),
+]
+MaxOutputOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-output",
+        help="Cap on each request's output tokens (the trace's output_length; 1 where it has "
+        "none).",
+        min=1,
+        max=MAX_REQUESTS,
+    ),
+]
+TokenRangeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token-range",
+        help="Token ids prompts are drawn from, LO:HI, inside the model's vocabulary. Default: "
+        "10 up to the vocab_size of the server's model (capped at 32000).",
+        metavar="LO:HI",
+    ),
+]
+HostTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--host-tokens",
+        help="L2 (host pool) size in tokens, when the server's cannot be worked out here "
+        "(--hicache-size without a readable config.json).",
+        min=0,
+        max=1 << 50,
+    ),
+]
+TimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--timeout", help="Seconds one request may go without a byte.", min=0.001, max=MAX_SECONDS
+    ),
+]
+
+
+def _token_range(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    lo, sep, hi = text.partition(":")
+    if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
+        raise XputuneError(f"--token-range: expected LO:HI (two whole numbers), got {text!r}")
+    low, high = int(lo), int(hi)
+    if high - low < 2 or high > 1 << 31:
+        raise XputuneError(f"--token-range {text}: need LO + 2 <= HI <= 2^31")
+    return low, high
+
+
+def _read_trace(path: str, fmt: TraceFormat, block_size: int | None, skip: int,
+                limit: int | None) -> TraceSlice:  # fmt: skip
+    """The slice of the trace the run sends; plain or gzip, by magic."""
+    import gzip
+    import zlib
+
+    from xputune.measure.workload import read_slice
+    from xputune.userfiles import open_binary, printable
+
+    if not path:
+        raise XputuneError("--trace: empty value (an unset variable?); give one")
+    fh = open_binary(Path(path), "trace")
+    stream: Any = fh
+    if fh.peek(2)[:2] == b"\x1f\x8b":
+        stream = gzip.GzipFile(fileobj=fh, mode="rb")
+    try:
+        with fh, stream:
+            got = read_slice(
+                stream, fmt=fmt.value, block_size=block_size, source=path, skip=skip, limit=limit
+            )
+    except (OSError, EOFError, zlib.error) as exc:
+        raise XputuneError(f"{printable(path)}: cannot read the trace ({exc})") from None
+    if not got.requests:
+        raise XputuneError(
+            f"{printable(path)}: no requests to replay"
+            + (f" after the first {skip}" if skip else "")
+        )
+    return got
+
+
+def _load(concurrency: int | None, speedup: float, max_inflight: int, duration: float | None,
+          timeout: float) -> Load:  # fmt: skip
+    from xputune.measure.replay import Load
+
+    return Load(concurrency, speedup, max_inflight, duration, timeout)
+
+
+@contextmanager
+def _counting(total: int, label: str, enabled: bool) -> Iterator[Callable[[Any], None] | None]:
+    """A bar of requests done on stderr while a replay runs (a terminal only)."""
+    import sys
+
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    with Progress(*columns, TimeElapsedColumn(), console=console(stderr=True),
+                  transient=True) as bar:  # fmt: skip
+        task = bar.add_task(label, total=total)
+        yield lambda _record: bar.advance(task, 1)
+
+
+# --------------------------------------------------------------------------------- replay
+
+
+def replay_cmd(
+    trace: TraceOpt,
+    url: Annotated[
+        str,
+        typer.Option(
+            "--url",
+            help="The running SGLang server (SGLang's default port is 30000).",
+            metavar="URL",
+        ),
+    ] = "http://127.0.0.1:30000",
+    trace_format: TraceFormatOpt = TraceFormat.auto,
+    block_size: BlockSizeOpt = None,
+    block_tokens: BlockTokensOpt = None,
+    skip: SkipOpt = 0,
+    requests: RequestsOpt = None,
+    duration: DurationOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    speedup: SpeedupOpt = 1.0,
+    max_inflight: MaxInflightOpt = 256,
+    max_output: MaxOutputOpt = 512,
+    token_range: TokenRangeOpt = None,
+    host_tokens: HostTokensOpt = None,
+    timeout: TimeoutOpt = 600.0,
+    per_request: Annotated[
+        bool, typer.Option("--per-request", help="Add every request's numbers to the JSON.")
+    ] = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Measure a running server with a trace: hits per tier, TTFT, beside the prediction.
+
+    Sends the trace's requests to SGLang's /generate, streamed, each prompt made of token ids
+    drawn from its block ids (one block id, always the same tokens, so shared prefixes are
+    real prefixes), in open loop by the trace's timestamps (--speedup) or closed loop
+    (--concurrency). Per request: TTFT, end-to-end latency and the cached tokens by tier
+    (device, host, storage). Beside the measurement, what `xputune tiers` predicts for the
+    same requests at the server's own L1 and L2 sizes (read from /server_info), tier by tier,
+    and the reasons the two can differ. Ctrl-C stops and reports what was measured.
+
+    Example: xputune replay --trace conv.jsonl --url http://127.0.0.1:30000 -n 500 -c 4
+    """
+    from xputune.measure.client import Endpoint
+    from xputune.measure.predict import differences, predict
+    from xputune.measure.replay import replay
+    from xputune.measure.report import replay_document
+    from xputune.measure.server import read_server
+    from xputune.measure.server import token_range as vocab_of
+    from xputune.measure.workload import build_workload
+    from xputune.plan.hitrate import exact_curve
+
+    endpoint = Endpoint.parse(url)
+    given_range = _token_range(token_range)
+    load = _load(concurrency, speedup, max_inflight, duration, timeout)
+    info = read_server(endpoint, host_tokens)
+    vocab = vocab_of(info, given_range)
+    sliced = _read_trace(trace, trace_format, block_size, skip, requests)
+    workload = build_workload(
+        sliced, block_tokens=block_tokens, max_prompt=info.max_prompt, max_output=max_output
+    )
+    if not workload.requests:
+        raise XputuneError(f"{trace}: the slice holds no request with input tokens")
+    if load.mode == "open" and not workload.timed:
+        raise XputuneError(
+            f"{trace}: some requests have no timestamp: give --concurrency N (closed loop)"
+        )
+    prediction = predict(exact_curve(workload.trace()), info)
+    table = fmt is Format.table
+    with _counting(len(workload.requests), "replaying", table) as advance:
+        run = replay(workload, endpoint, vocab, load, advance)
+    concurrent = load.mode == "open" or (load.concurrency or 1) > 1
+    notes = differences(workload, info, run.records, concurrent=concurrent, vocab=vocab)
+    data = replay_document(
+        trace_file=trace, workload=workload, info=info, load=load, vocab=vocab,
+        max_output=max_output, run=run, prediction=prediction, notes=notes,
+        per_request=per_request,
+    )  # fmt: skip
+    if fmt is not Format.table:
+        emit_data(data, fmt)
+    else:
+        _render_replay(data)
+    if run.stop == "interrupted":
+        raise typer.Exit(INTERRUPTED)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2%}"
+
+
+def _pts(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.2f}"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def _tokens(x: int | None) -> str:
+    return "-" if x is None else f"{x:,}"
+
+
+def _trace_line(t: dict[str, Any]) -> str:
+    scaled = (
+        f", {t['block_size']}-token blocks sent as {t['block_tokens']}"
+        if t["block_tokens"] != t["block_size"]
+        else f", {t['block_size']}-token blocks"
+    )
+    cut = (
+        f"; {t['truncated_prompts']} prompt(s) cut to the server's limit"
+        if t["truncated_prompts"]
+        else ""
+    )
+    return (
+        f"trace {t['file']}: {t['requests']:,} requests (lines {t['first_line']}-"
+        f"{t['last_line']}), {t['input_tokens']:,} input tokens{scaled}{cut}"
+    )
+
+
+def _server_line(s: dict[str, Any]) -> str:
+    l2 = "off"
+    if s["hierarchical_cache"]:
+        how = (
+            f"ratio {s['hicache_ratio']:g}" if s["host_tokens_from"] == "ratio"
+            else f"{s['hicache_size_gb']:g} GB" if s["host_tokens_from"] == "size"
+            else s["host_tokens_from"]
+        )  # fmt: skip
+        l2 = f"{_tokens(s['host_tokens'])} tokens ({how}), {s['write_policy']}"
+        if s["storage_backend"]:
+            l2 += f", L3 {s['storage_backend']}"
+    return (
+        f"server {s['url']}: sglang {s['version']}, L1 {s['device_tokens']:,} tokens, "
+        f"L2 {l2}, page {s['page_size']}"
+    )
+
+
+def _load_line(ld: dict[str, Any]) -> str:
+    if ld["mode"] == "closed":
+        return f"closed loop, {ld['concurrency']} at once"
+    return (
+        f"open loop at {ld['speedup']:g}x the trace's clock (at most {ld['max_inflight']} at once)"
+    )
+
+
+def _comparison_table(rows: list[dict[str, Any]], title: str):
+    from xputune.cli.output import new_table
+
+    table = new_table(
+        title, ["tier", "capacity (tokens)", "predicted", "measured", "measured - predicted"]
+    )
+    names = {"device": "device (L1)", "host": "host (L2)", "storage": "storage (L3)"}
+    for row in rows:
+        table.add_row(
+            names.get(row["tier"], row["tier"]),
+            _tokens(row["capacity_tokens"]) if row["tier"] != "storage" else "unbounded",
+            _pct(row["predicted"]),
+            _pct(row["measured"]),
+            _pts(row["difference"]) + (" pts" if row["difference"] is not None else ""),
+        )
+    return table
+
+
+def _render_replay(data: dict[str, Any]) -> None:
+    from xputune.cli.output import print_fitted, text, text_lines
+
+    c = console()
+    m = data["measured"]
+    run = data["run"]
+    c.print(text(_trace_line(data["trace"])))
+    c.print(text(_server_line(data["server"])))
+    req = m["requests"]
+    stop = {"done": "", "duration": " (stopped by --duration)", "interrupted": " (interrupted)"}
+    c.print(
+        text(
+            f"load: {_load_line(data['load'])}; {req['completed']:,} of {req['sent']:,} "
+            f"requests completed in {m['elapsed_s']:.1f} s{stop[run['stop']]}"
+            + (f", {run['unsent']:,} not sent" if run["unsent"] else "")
+            + (f", {run['abandoned']:,} abandoned in flight" if run["abandoned"] else "")
+        )
+    )
+    t, e, th = m["ttft_ms"], m["e2e_ms"], m["throughput"]
+    lines = [
+        f"TTFT ms  p50 {_ms(t['p50'])}  p90 {_ms(t['p90'])}  p99 {_ms(t['p99'])}  "
+        f"mean {_ms(t['mean'])}",
+        f"e2e ms   p50 {_ms(e['p50'])}  p90 {_ms(e['p90'])}  p99 {_ms(e['p99'])}",
+        f"throughput {th['requests_per_s'] or 0:.2f} req/s, "
+        f"{th['input_tokens_per_s'] or 0:,.0f} input tok/s, "
+        f"{th['output_tokens_per_s'] or 0:,.0f} output tok/s",
+        f"client CPU per request in the TTFT window: p50 {_ms(m['client_overhead_us']['p50'])} "
+        f"us, p99 {_ms(m['client_overhead_us']['p99'])} us",
+    ]
+    if m.get("dispatch_lag_ms"):
+        lag = m["dispatch_lag_ms"]
+        lines.append(f"dispatch lag ms  p50 {_ms(lag['p50'])}  p99 {_ms(lag['p99'])}")
+    title = "hit rate by tier: prediction (tiers) and measurement"
+    print_fitted(c, _comparison_table(data["comparison"], title), text_lines(lines))
+    for err in m["errors"]:
+        c.print(text(f"failed {err['count']}x: {err['error']}", "yellow"))
+    if data["notes"]:
+        c.print("why the measurement can differ from the prediction:")
+        c.print(text_lines(f"  - {n}" for n in data["notes"]))
+
+
+# ---------------------------------------------------------------------------------- sweep
+
+
+class _SweepProgress:
+    """Step lines and a replay bar on stderr, on a terminal only."""
+
+    def __init__(self, enabled: bool) -> None:
+        import sys
+
+        self.on = enabled and sys.stderr.isatty()
+        self.err = console(stderr=True)
+        self._bar = None
+
+    def step(self, index: int, total: int, label: str) -> None:
+        if self.on:
+            self.err.print(f"[{index}/{total}] {label}: starting the server", highlight=False)
+
+    def ready(self, step: Any) -> None:
+        if self.on:
+            s = step.info
+            self.err.print(
+                f"      ready in {step.start_s:.1f} s: L1 {s.device_tokens:,} tokens, "
+                f"L2 {_tokens(s.host_tokens)} tokens",
+                highlight=False,
+            )
+
+    def replaying(self, requests: int) -> Callable[[Any], None] | None:
+        if not self.on:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        bar = Progress(TextColumn("      replaying"), BarColumn(), MofNCompleteColumn(),
+                       console=self.err, transient=True)  # fmt: skip
+        task = bar.add_task("", total=requests)
+        bar.start()
+        self._bar = bar
+        return lambda _record: bar.advance(task, 1)
+
+    def done(self, step: Any) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        if self.on:
+            rate = step.hit_rate()
+            self.err.print(
+                f"      hit rate {_pct(rate)}, mean TTFT {_ms(step.ttft_mean_ms())} ms; replay "
+                f"{step.replay_s:.1f} s, stop {step.stop_s:.1f} s",
+                highlight=False,
+            )
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def sweep_cmd(
+    ctx: typer.Context,
+    trace: TraceOpt,
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            "--sizes",
+            help="L2 sizes to try, comma-separated: whole GB per rank (8GB,16GB) or host/device "
+            "pool ratios (x2,x4). Default: the plan's ladder for this host.",
+            metavar="LIST",
+        ),
+    ] = None,
+    baseline: Annotated[
+        bool,
+        typer.Option(
+            "--baseline", help="Also run with HiCache off first: net benefit is against it."
+        ),
+    ] = False,
+    min_gain: Annotated[
+        float,
+        typer.Option(
+            "--min-gain",
+            help="Plateau rule: stop when a size adds fewer percentage points of hit rate.",
+            min=0.0,
+            max=100.0,
+        ),
+    ] = 1.0,
+    launch_opt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--launch-opt",
+            help="Options for `xputune launch sglang` (repeat, or quote several: "
+            "--launch-opt '--write-policy write_through').",
+            metavar="OPTS",
+        ),
+    ] = None,
+    start_timeout: Annotated[
+        float,
+        typer.Option(
+            "--start-timeout",
+            help="Seconds a server may take to answer.",
+            min=1.0,
+            max=MAX_SECONDS,
+        ),
+    ] = 900.0,
+    stop_grace: Annotated[
+        float,
+        typer.Option(
+            "--stop-grace",
+            help="Seconds between SIGTERM and SIGKILL when a server is stopped.",
+            min=0.0,
+            max=MAX_SECONDS,
+        ),
+    ] = 20.0,
+    trace_format: TraceFormatOpt = TraceFormat.auto,
+    block_size: BlockSizeOpt = None,
+    block_tokens: BlockTokensOpt = None,
+    skip: SkipOpt = 0,
+    requests: RequestsOpt = None,
+    duration: DurationOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    speedup: SpeedupOpt = 1.0,
+    max_inflight: MaxInflightOpt = 256,
+    max_output: MaxOutputOpt = 512,
+    token_range: TokenRangeOpt = None,
+    host_tokens: HostTokensOpt = None,
+    timeout: TimeoutOpt = 600.0,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """The tier-by-tier experiment: launch, replay and stop a server per L2 size.
+
+    For each L2 size, smallest first (the plan's ladder, or --sizes), starts SGLang through
+    `xputune launch sglang` with your ARGS (after `--`), replays the trace on its cold cache,
+    stops it; stops early at the plateau (a size adding less than --min-gain points of hit
+    rate). With --baseline a server with HiCache off runs first, and each size is judged by
+    net benefit against it: TTFT saved = compute saved by the extra hits - cost of moving
+    their KV. Reports measured hit rate per tier beside the prediction, TTFT per size, the
+    knee, and the load line T(n) = a + b*n fitted to the all-hit requests (what `xputune
+    model` fits from typed-in points). Server logs stay in a private temporary folder.
+
+    Example: xputune sweep --trace conv.jsonl --sizes x2,x4,x8 --baseline -c 1 -- --model-path
+    /models/m --device cpu --max-total-tokens 4096
+    """
+    import shlex
+
+    from xputune.measure.sweep import check_args, default_ladder, parse_sizes, run_sweep
+
+    sglang_args = list(ctx.args)
+    if sglang_args[:1] == ["--"]:
+        sglang_args = sglang_args[1:]
+    try:
+        launch_opts = [w for opt in launch_opt or [] for w in shlex.split(opt)]
+    except ValueError as exc:
+        raise XputuneError(f"--launch-opt: {exc}") from None
+    given_range = _token_range(token_range)
+    check_args(sglang_args)
+    load = _load(concurrency, speedup, max_inflight, duration, timeout)
+    sliced = _read_trace(trace, trace_format, block_size, skip, requests)
+    if load.mode == "open" and any(r.at_ms is None for r in sliced.requests):
+        raise XputuneError(
+            f"{trace}: some requests have no timestamp: give --concurrency N (closed loop)"
+        )
+    ladder = parse_sizes(sizes) if sizes is not None else default_ladder(launch_opts, sglang_args)
+    progress = _SweepProgress(fmt is Format.table)
+    try:
+        result = run_sweep(
+            trace=sliced, sizes=ladder, baseline=baseline, min_gain=min_gain / 100,
+            launch_opts=launch_opts, sglang_args=sglang_args, load=load,
+            block_tokens=block_tokens, max_output=max_output, token_range=given_range,
+            host_tokens=host_tokens, start_timeout=start_timeout, stop_grace=stop_grace,
+            progress=progress,
+        )  # fmt: skip
+    finally:
+        progress.close()
+    from xputune.measure.report import sweep_document
+
+    data = sweep_document(
+        result, trace_file=trace, load=load, max_output=max_output, min_gain=min_gain / 100,
+        sizes=[s.label for s in ladder], baseline=baseline,
+    )  # fmt: skip
+    if fmt is not Format.table:
+        emit_data(data, fmt)
+    else:
+        _render_sweep(data)
+    if result.interrupted:
+        raise typer.Exit(INTERRUPTED)
+    if result.error:
+        raise XputuneError(result.error)
+
+
+def _render_sweep(data: dict[str, Any]) -> None:
+    from xputune.cli.output import new_table, print_fitted, text, text_lines
+
+    c = console()
+    if data["trace"]:
+        c.print(text(_trace_line(data["trace"])))
+    if data["load"]:
+        c.print(text(f"load: {_load_line(data['load'])}; server logs in {data['logs']}"))
+    hits = new_table(
+        "hit rate by tier per L2 size: measured (predicted)",
+        ["size", "L1 tokens", "L2 tokens", "device", "host", "total"],
+    )
+    times = new_table(
+        "latency, net benefit against the baseline, and time per step",
+        ["size", "TTFT p50 ms", "TTFT p99 ms", "TTFT mean ms", "TTFT saved ms",
+         "start s", "replay s", "stop s"],
+    )  # fmt: skip
+    for s in data["steps"]:
+        m, p, nb, srv = s["measured"], s["predicted"], s["net_benefit"], s["server"]
+        rates = m["hit_rate"] if m else {}
+        pred = p["hit_rate"] if p else {}
+
+        def cell(tier: str, rates: dict = rates, pred: dict = pred) -> str:
+            got = _pct(rates.get(tier))
+            return f"{got} ({_pct(pred.get(tier))})" if pred else got
+
+        hits.add_row(
+            s["label"],
+            _tokens(srv["device_tokens"]) if srv else "-",
+            _tokens(srv["host_tokens"]) if srv else "-",
+            cell("device"),
+            cell("host"),
+            cell("total"),
+        )
+        tm, ttft = s["timing_s"], (m["ttft_ms"] if m else {})
+        times.add_row(
+            s["label"],
+            _ms(ttft.get("p50")),
+            _ms(ttft.get("p99")),
+            _ms(ttft.get("mean")),
+            _ms(nb["ttft_saved_ms"]) if nb else "-",
+            *("-" if tm[k] is None else f"{tm[k]:.1f}" for k in ("start", "replay", "stop")),
+        )
+    print_fitted(c, hits, times)
+    rule = data.get("plateau_rule")
+    if data["stopped_early_after"]:
+        c.print(
+            text(
+                f"plateau: {data['stopped_early_after']} added less than {data['min_gain']:.2%} "
+                f"of hit rate over the size before it, so the sweep stopped there (not run: "
+                f"{', '.join(data['not_run']) or '-'})"
+            )
+        )
+    if rule:
+        c.print(
+            text(
+                f"stop-at-plateau keeps {rule['stops_at']}; the measurements prefer "
+                f"{rule['measurements_prefer']} ({rule['chosen_by']})"
+            )
+        )
+    if data.get("knee"):
+        k = data["knee"]
+        c.print(
+            text(
+                f"knee: {k['size']} ({_tokens(k['host_tokens'])} L2 tokens), {_pct(k['hit_rate'])}"
+            )
+        )
+    for name, label in (("load_fit", "load T(n)"), ("recompute_fit", "recompute R(n)")):
+        f = data[name]
+        if f["fitted"]:
+            r2 = f" R^2 {f['r_squared']:.3f}" if f["r_squared"] is not None else ""
+            c.print(
+                text(
+                    f"{label} = {f['a_ms']:.2f} ms + {f['b_us_per_token']:.2f} us * n from "
+                    f"{f['points']} {f['source']} (n {f['tokens_min']:g}-{f['tokens_max']:g}, "
+                    f"rms {f['rms_residual_ms']:.2f} ms{r2})"
+                )
+            )
+        else:
+            c.print(text(f"{label}: not fitted ({f['reason']})"))
+    be = data.get("break_even")
+    if be:
+        if be["always_pays"]:
+            c.print("break-even: every L2 hit pays")
+        elif be["never_pays"]:
+            c.print("break-even: never (loading a token is not cheaper than computing it)")
+        else:
+            c.print(text(f"break-even: hits longer than {be['tokens']:,.0f} tokens pay"))
+    for s in data["steps"]:
+        nb = s["net_benefit"]
+        if nb and nb["compute_saved_ms"] is not None:
+            c.print(
+                text(
+                    f"net benefit {s['label']}: {nb['ttft_saved_ms']:+.1f} ms per request = "
+                    f"compute saved {nb['compute_saved_ms']:.1f} ms - cost of moving KV "
+                    f"{nb['moving_cost_ms']:.1f} ms ({nb['extra_hit_tokens']:+.1f} hit tokens "
+                    "per request over the baseline)"
+                )
+            )
+    c.print(text(f"sweep took {data['seconds']:.1f} s"))
+    if data["notes"]:
+        c.print("why the measurement can differ from the prediction:")
+        c.print(text_lines(f"  - {n}" for n in data["notes"]))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay", help=replay_cmd.__doc__)(replay_cmd)
+    app.command(
+        "sweep",
+        help=sweep_cmd.__doc__,
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(sweep_cmd)

@@ -1,0 +1,182 @@
+"""The documents `xputune replay` and `xputune sweep` print (schemas replay.json, sweep.json).
+
+Measurement and prediction sit side by side, tier by tier, with the reasons they can differ;
+times are milliseconds (client overhead microseconds), rates fractions of input tokens.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from xputune.measure import stats
+from xputune.measure.predict import Prediction, comparison
+
+if TYPE_CHECKING:
+    from xputune.measure.replay import Load, ReplayRun
+    from xputune.measure.server import ServerInfo
+    from xputune.measure.tokens import TokenRange
+    from xputune.measure.workload import Workload
+
+
+def trace_part(trace_file: str, workload: Workload) -> dict[str, Any]:
+    reqs = workload.requests
+    return {
+        "file": trace_file,
+        "format": workload.format,
+        "block_size": workload.trace_block,
+        "block_tokens": workload.block_tokens,
+        "requests": len(reqs),
+        "skipped": workload.skipped,
+        "first_line": reqs[0].line if reqs else None,
+        "last_line": reqs[-1].line if reqs else None,
+        "input_tokens": workload.input_tokens,
+        "output_tokens": workload.output_tokens,
+        "truncated_prompts": workload.truncated,
+        "capped_outputs": workload.outputs_capped,
+        "missing_outputs": workload.outputs_missing,
+        "empty_requests": workload.empty,
+    }
+
+
+def load_part(load: Load, vocab: TokenRange, max_output: int) -> dict[str, Any]:
+    return {
+        "mode": load.mode,
+        "concurrency": load.concurrency,
+        "speedup": None if load.concurrency else load.speedup,
+        "max_inflight": None if load.concurrency else load.max_inflight,
+        "duration_s": load.duration,
+        "timeout_s": load.timeout,
+        "max_output": max_output,
+        "token_range": [vocab.lo, vocab.hi],
+    }
+
+
+def prediction_part(prediction: Prediction, block_tokens: int) -> dict[str, Any]:
+    return {
+        "device_tokens": prediction.device_tokens,
+        "host_tokens": prediction.host_tokens,
+        "storage": "unbounded" if prediction.storage else None,
+        "block_tokens": block_tokens,
+        "hit_rate": prediction.rates(),
+        "max_hit_rate": round(prediction.max_hit_rate, 6),
+    }
+
+
+def run_part(run: ReplayRun) -> dict[str, Any]:
+    import datetime
+
+    started = datetime.datetime.fromtimestamp(run.started, datetime.UTC)
+    return {
+        "stop": run.stop,
+        "started": started.isoformat(timespec="seconds"),
+        "unsent": run.unsent,
+        "abandoned": run.abandoned,
+    }
+
+
+def replay_document(
+    *,
+    trace_file: str,
+    workload: Workload,
+    info: ServerInfo,
+    load: Load,
+    vocab: TokenRange,
+    max_output: int,
+    run: ReplayRun,
+    prediction: Prediction,
+    notes: list[str],
+    per_request: bool = False,
+) -> dict[str, Any]:
+    """`xputune replay --format json`."""
+    measured = stats.measured(run.records, run.elapsed)
+    doc: dict[str, Any] = {
+        "schema_version": 1,
+        "trace": trace_part(trace_file, workload),
+        "server": info.document(),
+        "load": load_part(load, vocab, max_output),
+        "run": run_part(run),
+        "measured": measured,
+        "predicted": prediction_part(prediction, workload.block_tokens),
+        "comparison": comparison(prediction, measured["hit_rate"]),
+        "notes": [*info.notes, *notes],
+    }
+    if per_request:
+        doc["per_request"] = [r.document() for r in run.records]
+    return doc
+
+
+def _step_part(step: Any, base: Any, recompute: Any) -> dict[str, Any]:
+    from xputune.measure.analysis import net_benefit
+
+    out: dict[str, Any] = {
+        "label": step.label,
+        "hicache": step.hicache,
+        "size": None
+        if step.size is None
+        else {"kind": step.size.kind, "value": step.size.value, "args": step.size.args()},
+        "log": step.log,
+        "timing_s": {
+            "start": None if step.start_s is None else round(step.start_s, 2),
+            "replay": None if step.replay_s is None else round(step.replay_s, 2),
+            "stop": None if step.stop_s is None else round(step.stop_s, 2),
+        },
+        "server": None if step.info is None else step.info.document(),
+        "run": None if step.run is None else run_part(step.run),
+        "measured": None,
+        "predicted": None,
+        "comparison": None,
+        "net_benefit": None,
+    }
+    if step.run is not None:
+        measured = stats.measured(step.run.records, step.run.elapsed)
+        out["measured"] = measured
+        if step.prediction is not None:
+            out["predicted"] = {
+                "device_tokens": step.prediction.device_tokens,
+                "host_tokens": step.prediction.host_tokens,
+                "hit_rate": step.prediction.rates(),
+            }
+            out["comparison"] = comparison(step.prediction, measured["hit_rate"])
+        if base is not None and base is not step and step.hicache:
+            out["net_benefit"] = net_benefit(step, base, recompute)
+    return out
+
+
+def sweep_document(
+    result: Any, *, trace_file: str, load: Load, max_output: int, min_gain: float,
+    sizes: list[str], baseline: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """`xputune sweep --format json`: every step, the verdicts, the fits."""
+    from xputune.measure.analysis import fits, knee_and_plateau, recompute_fit
+    from xputune.measure.predict import differences
+
+    steps = result.steps
+    base = next((s for s in steps if not s.hicache and s.run is not None), None)
+    recompute = recompute_fit(steps)
+    doc: dict[str, Any] = {
+        "schema_version": 1,
+        "trace": None if result.workload is None else trace_part(trace_file, result.workload),
+        "load": None if result.vocab is None else load_part(load, result.vocab, max_output),
+        "sizes": sizes,
+        "baseline": baseline,
+        "min_gain": min_gain,
+        "logs": result.logs,
+        "seconds": round(result.seconds, 2),
+        "interrupted": result.interrupted,
+        "error": result.error,
+        "stopped_early_after": result.stopped_early,
+        "not_run": result.skipped_sizes,
+        "max_hit_rate": None if result.curve is None else round(result.curve.max_hit_rate, 6),
+        "steps": [_step_part(s, base, recompute) for s in steps],
+    }
+    doc.update(knee_and_plateau(steps, min_gain))
+    doc.update(fits(steps))
+    last = next((s for s in reversed(steps) if s.run is not None and s.info is not None), None)
+    notes: list[str] = []
+    if last is not None and result.workload is not None and result.vocab is not None:
+        notes = differences(
+            result.workload, last.info, last.run.records,
+            concurrent=load.mode == "open" or (load.concurrency or 1) > 1, vocab=result.vocab,
+        )  # fmt: skip
+    doc["notes"] = notes
+    return doc
