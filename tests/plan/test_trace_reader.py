@@ -475,3 +475,41 @@ def test_exact_stream_through_many_table_growths() -> None:
     curve = curve_from_batches(reader)
     assert curve.distinct_blocks > 100_000  # the table started at 65536 slots
     _same_curve(exact_curve(parse_mooncake(text.splitlines(keepends=True))), curve)
+
+
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+REAL = TRACES / "mooncake-conversation-1171-1570.jsonl"  # Mooncake's own requests
+
+
+@pytest.mark.parametrize("chunk", [97, 4096, 1 << 22])
+def test_the_real_trace_reads_whole_up_to_its_longest_line(chunk: int) -> None:
+    """Mooncake's own requests (tests/data/traces): with the line bound at exactly its longest
+    line the bounded reader gives the reference trace; one byte less and that line (counted
+    here, not by the reader) is refused by number."""
+    data = REAL.read_bytes()
+    lines = data.split(b"\n")
+    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+    bound = len(lines[longest])
+    ref = parse_mooncake(data.decode().splitlines(keepends=True))
+    reader = TraceReader(io.BytesIO(data), source="real", chunk_bytes=chunk, max_line=bound)
+    _same(ref, read_trace(reader))
+    if chunk < bound:  # a line within one read is never held longer than the read
+        tight = TraceReader(io.BytesIO(data), source="real", chunk_bytes=chunk,
+                            max_line=bound - 1)  # fmt: skip
+        with pytest.raises(TraceFormatError) as err:
+            read_trace(tight)
+        assert err.value.line == longest + 1
+
+
+def test_the_real_trace_with_an_endless_last_request_is_refused_there(
+    tmp_path: Path, capsys
+) -> None:
+    data = REAL.read_bytes()
+    packed = tmp_path / "real.jsonl.gz"
+    tail = b'{"timestamp": 1, "input_length": 5, "hash_ids": [' + b"7," * (9 << 20)
+    packed.write_bytes(gzip.compress(data + tail, compresslevel=1))
+    assert main(["tiers", "--trace", str(packed)]) == 2
+    count = data.count(b"\n")
+    assert capsys.readouterr().err == (
+        f"xputune: error: {packed}: line {count + 1}: longer than 16 MiB: not a request\n"
+    )
