@@ -85,6 +85,7 @@ def test_the_lines_are_fitted_from_the_requests_measured() -> None:
     assert got["recompute_fit"]["b_us_per_token"] == pytest.approx(20.0)
     assert got["recompute_fit"]["source"] == "baseline requests"
     assert got["break_even"]["tokens"] == pytest.approx(2.0 / 0.018, abs=0.1)
+    assert got["break_even"]["reliable"]  # exact lines: R^2 = 1
     nb = net_benefit(size, base, recompute_fit([base, size]))
     assert nb is not None
     saved = nb["compute_saved_ms"] - nb["moving_cost_ms"]
@@ -243,3 +244,13 @@ def test_a_launch_that_fails_is_one_line(run_cli, stand_in, monkeypatch) -> None
     assert "not enough memory for the KV cache" in err
     code, _, err = run_cli("sweep", "--trace", SLICE, "--sizes", "x2", "--", "--hicache-size", "4")
     assert code == 2 and "sweep sets --hicache-size at every step" in err
+
+
+def test_a_break_even_of_noise_is_flagged() -> None:
+    """Times that do not follow the tokens (a shared, noisy host) give lines whose break-even
+    is arithmetic on noise: it is reported, and marked so."""
+    noisy = [5.0, 80.0, 6.0, 3.0, 90.0, 4.0, 7.0]
+    base = _step("baseline", None, [_rec(i, 100 * i, 0, 0, noisy[i - 1]) for i in range(1, 8)], 0)
+    loads = [_rec(i, 100 * i + 1, 1, 100 * i, noisy[-i]) for i in range(1, 8)]
+    got = fits([base, _step("x2", Size("ratio", 2.0), loads, 200)])
+    assert got["break_even"] is not None and got["break_even"]["reliable"] is False

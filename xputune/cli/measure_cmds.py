@@ -689,11 +689,17 @@ def _render_sweep(data: dict[str, Any]) -> None:
     be = data.get("break_even")
     if be:
         if be["always_pays"]:
-            c.print("break-even: every L2 hit pays")
+            line = "break-even: every L2 hit pays"
         elif be["never_pays"]:
-            c.print("break-even: never (loading a token is not cheaper than computing it)")
+            line = "break-even: never (loading a token is not cheaper than computing it)"
         else:
-            c.print(text(f"break-even: hits longer than {be['tokens']:,.0f} tokens pay"))
+            line = f"break-even: hits longer than {be['tokens']:,.0f} tokens pay"
+        if not be["reliable"]:
+            line += (
+                " (not to be trusted: a line above has a slope <= 0 or R^2 < 0.5; the "
+                "times are noise at these lengths)"
+            )
+        c.print(text(line))
     for s in data["steps"]:
         nb = s["net_benefit"]
         if nb and nb["compute_saved_ms"] is not None:

@@ -98,8 +98,21 @@ def fits(steps: Sequence[Step]) -> dict[str, Any]:
             "always_pays": be.always,
             "never_pays": be.tokens is None and not be.always,
             "saving_per_token_us": round(be.saving_per_token_ms * 1e3, 4),
+            "reliable": _reliable(load) and _reliable(recompute),
         }
     return out
+
+
+#: a line explains at least this share of its times' variance before a break-even is trusted
+MIN_R_SQUARED = 0.5
+
+
+def _reliable(fit: LinearFit) -> bool:
+    """Whether a fitted line says something: time rises with tokens and explains most of it
+    (on a noisy host, or with few distinct lengths, it does not, and the break-even of two
+    such lines is arithmetic on noise)."""
+    r2 = fit.r_squared
+    return fit.slope_ms_per_token > 0 and r2 is not None and r2 >= MIN_R_SQUARED
 
 
 def net_benefit(step: Step, base: Step, recompute: LinearFit | None) -> dict[str, Any] | None:
