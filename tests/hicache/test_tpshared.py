@@ -72,8 +72,10 @@ def test_group_shares_rank0_writes_and_the_file_is_private_then_gone():
 
 
 def _shm() -> set[str]:
-    """/dev/shm entries of this process tree (other test sessions share /dev/shm)."""
-    return {f for f in os.listdir(SHM_DIR) if not f.startswith(("xputune-test-", "sem."))}
+    """/dev/shm entries that could be this process tree's: other test sessions and SGLang
+    servers running beside the suite (sglang_*, sgl_*) share /dev/shm."""
+    others = ("xputune-test-", "sem.", "sglang_", "sgl_")
+    return {f for f in os.listdir(SHM_DIR) if not f.startswith(others)}
 
 
 def _leftover(before: set[str], name: str) -> list[str]:
