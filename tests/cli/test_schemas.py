@@ -8,6 +8,7 @@ on purpose: python -m tests.cli.schema_gen NAME, then review the diff.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ def test_live_output_matches_its_schema(name: str, tmp_path: Path, monkeypatch) 
         where.mkdir()
         for key, value in ENV.get(name, lambda _: {})(where).items():
             monkeypatch.setenv(key, value)
+        monkeypatch.setattr(tempfile, "tempdir", str(where))  # a command's temporary files
         argv = case(where)
         code, doc = run_json(argv)
         assert code in CHECK_EXIT.get(name, (0,)), argv

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
@@ -126,7 +127,7 @@ def stand_in(tmp_path, monkeypatch) -> dict[str, str]:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SITE), str(ROOT)]))
     record = tmp_path / "starts.jsonl"
     monkeypatch.setenv("FAKE_SGLANG_ARGV", str(record))
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the sweep's log folder
     return {"model": write_model(str(tmp_path / "model")), "record": str(record)}
 
 
@@ -182,6 +183,7 @@ def test_a_sweep_launches_replays_and_stops_each_size(run_cli, stand_in) -> None
         assert argv[argv.index("--hicache-size") + 1] == "0"
     assert all(_gone(s["pid"]) for s in starts)
     logs = Path(doc["logs"])
+    assert logs.parent == Path(stand_in["model"]).parent
     assert stat.S_IMODE(logs.stat().st_mode) == 0o700
     assert sorted(p.name for p in logs.iterdir()) == sorted(Path(s["log"]).name
                                                              for s in doc["steps"])  # fmt: skip

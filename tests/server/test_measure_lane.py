@@ -18,6 +18,7 @@ import json
 import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def test_sweep_three_sizes_on_real_servers(models, tmp_path: Path, run_cli, monk
         monkeypatch.setenv(key, env[key])
     monkeypatch.setenv("XPUTUNE_STANDIN_CALLS", str(tmp_path / "standins"))
     (tmp_path / "standins").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the sweep's server logs
     assert str(STANDIN_SITE) in os.environ["PYTHONPATH"] and sys.executable
     launch = shlex.join(["--write-policy", "write_through", "--features", FEATURES, *LAUNCH_ARGS])
     code, out, err = run_cli(
