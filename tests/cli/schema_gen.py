@@ -56,7 +56,7 @@ MAPS = {
         "$.topology.nics",
     },
     "profile": {"$.knobs"},
-    "plan": {"$.env"},
+    "plan": {"$.env", "$.l3.device_map"},
     "bench-host": {"$.runs[].placement.pages_per_node"},
     "fleet-report": {"$.hosts[].check.not_holding"},
 }

@@ -127,6 +127,7 @@ for _name in CALLERS:  # the typer modules, for _typer_call to patch
 VALUES = [
     "glm-5", "8", "1", "0", "08", "-1", "+1", " 1", "1e3", "x", "", "json", "yaml", "table",
     "JSON", "pcie.ido", "shm.huge", "local", "shared", "a b", "h3c-hygon-p800", "./cfg//x", "=",
+    "0.5", "1.", ".5", "nan", "inf", "1e400", "00.5",
 ]  # fmt: skip
 NOISE = ["--", "-h", "--help", "--bogus", "-x", "extra", "-fjson", "-f=json", "--force=1"]
 
@@ -146,6 +147,8 @@ def argv_for(draw: st.DrawFn, name: str) -> list[str]:
             continue
         if opt.kind is int:
             good = ["8", "2"]
+        elif opt.kind is float:
+            good = ["8", "0.5", "4096"]
         elif opt.kind in (str, Path):
             good = ["glm-5", "cfg/x"]
         else:

@@ -37,32 +37,31 @@ def test_dry_run_prints_the_seed_binding_and_tier(run_cli) -> None:
     assert "--tp-size" not in words  # the user's --tp already says it
 
 
-def _prepare(*user_args: str, **options):
+def _prepare(*user_args: str, force: bool = False, strategy: str = "local"):
     """policy.prepare on the seed box's recording, as a launch on that box would run it."""
     from xputune.host import open_host
     from xputune.launch import policy
+    from xputune.plan.host_plan import PlanRequest
+    from xputune.plan.models import resolve_model
     from xputune.topology.discover import discover
 
     view = open_host(None, "h3c-hygon-p800")
-    defaults = dict(
-        model=None, config=None, tp=None, dtype="bf16", strategy="local", tier=None,
-        cards=None, write_policy="write_through", features="lifo,async,count-once,kernels,numa",
-        profile=None, force=False, dry_run=False, stats_dir=None,
-    )  # fmt: skip
-    defaults.update(options)
     user = list(user_args)
-    defaults["tp"] = policy.reconcile_tp(defaults["tp"], user)
-    defaults["model"], defaults["config"] = policy.model_from_args(
-        defaults["model"], defaults["config"], user
+    tp = policy.reconcile_tp(None, user)
+    model, _ = policy.model_from_args(None, None, user)
+    request = policy.LaunchRequest(
+        plan=PlanRequest(resolve_model(model, None), tp=tp, strategy=strategy),
+        user_args=tuple(user),
+        features=("lifo", "async", "count-once", "kernels", "numa"),
+        force=force,
     )
-    return policy.prepare(view, discover(view), user_args=user, **defaults)
+    return policy.prepare(view, discover(view), request)
 
 
-def test_critical_drift_refuses_before_exec() -> None:
-    from xputune.launch.sglang import LaunchError
-
-    with pytest.raises(LaunchError, match="26 critical setting"):
-        _prepare("--model-path", "glm-5", "--tp", "8")
+def test_critical_drift_is_a_refusal_a_real_launch_raises() -> None:
+    launch = _prepare("--model-path", "glm-5", "--tp", "8")
+    assert launch.drifting and launch.refusals[0].startswith("26 critical setting")
+    assert _prepare("--model-path", "glm-5", "--tp", "8", force=True).refusals == []
 
 
 @pytest.mark.parametrize("force", [False, True])

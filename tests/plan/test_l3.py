@@ -16,6 +16,7 @@ from xputune.plan.geometry import KVGeometry
 from xputune.plan.hitrate import HitCurve, three_tier_point
 from xputune.plan.host_plan import make_plan, plan_document
 from xputune.plan.l3 import (
+    HOST_VARIABLE,
     HUGE_PAGE,
     MIN_SEGMENT_PER_RANK,
     Assumptions,
@@ -174,7 +175,7 @@ def test_break_even_follows_the_nic_and_tcp_never_pays_for_glm5(seed) -> None:
 
 def test_decode_donors_sit_beside_their_nics(seed) -> None:
     b = make_bindings(seed, 8, "local")
-    req = L3Request("mooncake", role="decode", master="10.1.2.3:50051")
+    req = L3Request("mooncake", role="decode", master="10.1.2.3:50051", local_hostname="10.1.2.9")
     plan = plan_decode(seed, b, glm5(), req)
     assert [(d.rdma, d.numa_node) for d in plan.donors] == [
         ("mlx5_0", 1), ("mlx5_1", 3), ("mlx5_2", 5), ("mlx5_3", 7),
@@ -183,11 +184,13 @@ def test_decode_donors_sit_beside_their_nics(seed) -> None:
     assert plan.donors[0].segment_bytes <= node1.memory_total_bytes
     assert all(d.segment_bytes % GB == 0 and d.segment_bytes > 100 * GB for d in plan.donors)
     assert any("0 2 4 6" in n for n in plan.notes)  # the NIC-less nodes are named
-    cmd = donor_command(plan, plan.donors[0], hostname="10.1.2.9")
+    cmd = donor_command(plan, plan.donors[0])
     assert cmd[:3] == ["numactl", "--cpunodebind=1", "--membind=1"]
     assert "--device_names=mlx5_0" in cmd and "--host=10.1.2.9" in cmd
     assert f"--global_segment_size={plan.donors[0].segment_bytes // GB}GB" in cmd
     assert master_command("10.1.2.3:7777") == ["mooncake_master", "--rpc_port=7777"]
+    unnamed = plan_decode(seed, b, glm5(), L3Request("mooncake", role="decode"))
+    assert f"--host={HOST_VARIABLE}" in donor_command(unnamed, unnamed.donors[0])
 
 
 def test_a_decode_donation_cap_is_split_over_the_nics(seed) -> None:

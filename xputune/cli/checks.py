@@ -30,6 +30,8 @@ MAX_EXPIRY_MINUTES = 525_600
 MAX_MS = 1e7
 #: A bandwidth in GB/s (model).
 MAX_GBPS = 1e5
+#: A memory size in GB (an L3 pool or segment): 10 PB.
+MAX_GB = 1e7
 #: Tokens, or bytes per token, in a model's arithmetic (model --break-even-at, ...).
 MAX_COUNT = 1e12
 #: Tokens per trace block, or per page (tiers, kernels, bench).

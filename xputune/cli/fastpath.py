@@ -30,6 +30,7 @@ from typing import Any
 from xputune.cli.checks import given
 
 _DIGITS = re.compile(r"[0-9]{1,18}")
+_DECIMAL = re.compile(r"(0|[1-9][0-9]{0,14})(\.[0-9]{1,15})?")
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,11 @@ class Opt:
 
     dest: str
     names: tuple[str, ...]  # the long name first, then aliases (-f)
-    kind: type = str  # str, int, Path, bool (a flag) or an Enum (its values are the choices)
+    kind: type = str  # str, int, float, Path, bool (a flag) or an Enum (its values: choices)
     default: Any = None
     multiple: bool = False  # repeatable; the values come as a list
-    min: int | None = None  # for int
-    max: int | None = None  # for int
+    min: float | None = None  # for int and float
+    max: float | None = None  # for int and float
     check: Callable[[Any, Any, Any], Any] | None = None  # typer's callback (cli/checks.py)
 
     @property
@@ -87,10 +88,10 @@ def _convert(opt: Opt, text: str) -> Any:
     """The value typer would give for `text`, or ValueError where typer might judge otherwise."""
     if opt.kind is str:
         return text
-    if opt.kind is int:
-        if not _DIGITS.fullmatch(text):
+    if opt.kind is int or opt.kind is float:
+        if not (_DIGITS if opt.kind is int else _DECIMAL).fullmatch(text):
             raise ValueError(text)
-        number = int(text)
+        number = opt.kind(text)
         if opt.min is not None and number < opt.min:
             raise ValueError(text)
         if opt.max is not None and number > opt.max:

@@ -10,7 +10,22 @@ from xputune.cli.checks import MAX_TP, given
 from xputune.cli.common import ExampleOpt, RootOpt
 from xputune.cli.completion import complete_profiles
 from xputune.cli.launch_run import run_launch
-from xputune.cli.plan_opts import CardsOpt, ConfigOpt, DtypeOpt, ModelOpt, StrategyOpt, TierOpt
+from xputune.cli.plan_opts import (
+    CardsOpt,
+    ConfigOpt,
+    DtypeOpt,
+    L3DirOpt,
+    L3HostOpt,
+    L3MasterOpt,
+    L3Opt,
+    L3PoolOpt,
+    L3PrefetchOpt,
+    L3ProtocolOpt,
+    L3SegmentOpt,
+    ModelOpt,
+    StrategyOpt,
+    TierOpt,
+)
 
 launch_app = typer.Typer(
     help="Launch a serving engine with the probe's bindings, the plan's tier and the cache "
@@ -44,6 +59,14 @@ def sglang(
     write_policy: Annotated[
         str, typer.Option("--write-policy", help="HiCache write policy.")
     ] = "write_through",
+    l3: L3Opt = None,
+    l3_pool_gb: L3PoolOpt = None,
+    l3_segment_gb: L3SegmentOpt = None,
+    l3_master: L3MasterOpt = None,
+    l3_protocol: L3ProtocolOpt = None,
+    l3_dir: L3DirOpt = None,
+    l3_prefetch: L3PrefetchOpt = "timeout",
+    l3_host: L3HostOpt = None,
     features: Annotated[
         str,
         typer.Option(
@@ -102,16 +125,28 @@ def sglang(
     switched on, and the plugin features that apply (host-buffer and kernels added, numa
     dropped).
 
+    With --l3 mooncake (--l3-master HOST:PORT, --l3-protocol tcp|rdma) or --l3 file
+    (--l3-dir DIR) it adds SGLang's storage tier: the backend, one extra-config (master,
+    metadata server, protocol, device per rank, segment size) and the prefetch policy, with
+    the layout the backend runs (page_first for Mooncake). It first checks that the master
+    answers, that the mooncake package and libibverbs load, and that the segment fits, and says
+    in one line what is missing (--force launches anyway).
+
     Examples:
 
         xputune launch sglang -n --example h3c-hygon-p800 -- --model-path zai-org/GLM-5 --tp 8
         xputune launch sglang --strategy shared --tier max -- --model-path /models/GLM-5 --tp 8
 
         xputune launch sglang -- --model-path /models/tiny-llama --device cpu
+
+        xputune launch sglang --l3 mooncake --l3-master m1:50051 -- --model-path /m/GLM-5
     """
     run_launch(
         user_args=list(ctx.args), model=model, config=config, tp=tp, strategy=strategy,
-        tier=tier, cards=cards, dtype=dtype, write_policy=write_policy, features=features,
+        tier=tier, cards=cards, dtype=dtype, write_policy=write_policy, l3=l3,
+        l3_pool_gb=l3_pool_gb, l3_segment_gb=l3_segment_gb, l3_master=l3_master,
+        l3_protocol=l3_protocol, l3_dir=l3_dir, l3_prefetch=l3_prefetch, l3_host=l3_host,
+        features=features,
         profile=profile, force=force, dry_run=dry_run, stats_dir=stats_dir, root=root,
         example=example,
     )  # fmt: skip

@@ -6,7 +6,9 @@ both call run_launch, so `xputune launch sglang --dry-run` starts without import
 
 from __future__ import annotations
 
+import shlex
 import sys
+from pathlib import Path
 
 from xputune.cli.checks import given
 from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec
@@ -41,6 +43,14 @@ def run_launch(
     cards: str | None,
     dtype: str,
     write_policy: str,
+    l3: str | None,
+    l3_pool_gb: float | None,
+    l3_segment_gb: float | None,
+    l3_master: str | None,
+    l3_protocol: str | None,
+    l3_dir: str | None,
+    l3_prefetch: str,
+    l3_host: str | None,
     features: str,
     profile: str | None,
     force: bool,
@@ -50,37 +60,50 @@ def run_launch(
     example: str | None,
 ) -> None:
     """Prepare the SGLang launch (bindings, tier, plugin, drift check) and print or run it."""
+    from xputune.cli.plan_run import plan_request
     from xputune.launch import policy
     from xputune.launch.cpu import is_cpu_device
-    from xputune.launch.sglang import execute, user_value
+    from xputune.launch.sglang import LaunchError, execute, user_value
+    from xputune.plan.models import resolve_model
     from xputune.topology.discover import discover
+    from xputune.userfiles import model_config, printable
 
     policy.refuse_recording(bool(root or example), dry_run)
     tp = policy.reconcile_tp(tp, user_args)
     model, config_text = policy.model_from_args(model, config, user_args)
-    view = open_host(root, example)
-    topo = discover(view)
-    common = dict(
-        user_args=user_args, model=model, config=config_text, tp=tp, dtype=dtype,
-        strategy=strategy, tier=tier, write_policy=write_policy, features=features,
+    named = resolve_model(model, model_config(model, Path(config_text) if config_text else None))
+    request = policy.LaunchRequest(
+        plan=plan_request(
+            named, tp=tp, strategy=strategy, tier=tier, cards=cards, dtype=dtype,
+            write_policy=write_policy, force=force, l3=l3, l3_pool_gb=l3_pool_gb,
+            l3_segment_gb=l3_segment_gb, l3_master=l3_master, l3_protocol=l3_protocol,
+            l3_dir=l3_dir, l3_prefetch=l3_prefetch, l3_host=l3_host,
+        ),
+        user_args=tuple(user_args),
+        features=tuple(f.strip() for f in features.split(",") if f.strip() not in ("", "none")),
+        profile=profile,
+        force=force,
         stats_dir=stats_dir,
     )  # fmt: skip
+    view = open_host(root, example)
+    topo = discover(view)
     if is_cpu_device(user_value(user_args, "--device")):
-        launch = policy.prepare_cpu(topo, **common)
+        launch = policy.prepare_cpu(topo, request)
     else:
-        import shlex
-
+        launch = policy.prepare(view, topo, request)
+    refusal = "; ".join(launch.refusals)
+    if launch.drifting:
         again = "".join(
             f" {flag} {shlex.quote(v)}"
             for flag, v in (("--root", root), ("--example", example))
             if v
         )
-        launch = policy.prepare(
-            view, topo, cards=cards, profile=profile, force=force, dry_run=dry_run, again=again,
-            **common,
-        )  # fmt: skip
-    from xputune.userfiles import printable
-
+        refusal += f": run `xputune apply{again}` (see `xputune check{again}`)"
+    if refusal:
+        refusal += ", or pass --force"
+        if not dry_run:
+            raise LaunchError(refusal)
+        launch.notes.append(f"would refuse: {refusal}")
     for line in launch.notes:  # drift lines quote the host's values: data
         sys.stderr.write(printable(line) + "\n")
     if dry_run:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from xputune.cli.checks import given
 from xputune.cli.common import Format, FormatOpt, console, emit_data
 from xputune.errors import XputuneError
 
@@ -40,6 +41,7 @@ TraceOpt = Annotated[
         help="Request trace (JSON lines, plain or gzip): Mooncake (hash_ids, timestamp, "
         "output_length) or the generic format.",
         metavar="FILE",
+        callback=given,
     ),
 ]
 TraceFormatOpt = Annotated[

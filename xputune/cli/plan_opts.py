@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from xputune.cli.checks import MAX_TP, given
+from xputune.cli.checks import MAX_GB, MAX_GBPS, MAX_MS, MAX_TP, given
 from xputune.cli.completion import complete_models, complete_strategies
 
 ModelOpt = Annotated[
@@ -78,5 +78,110 @@ CardsOpt = Annotated[
         "--cards",
         help="Card order for ranks 0..N-1 as CUDA/XPU visible order, e.g. xpu4,xpu5 or 4,5. "
         "Default: bus order.",
+    ),
+]
+
+# L3: a storage tier behind L2 (SGLang's --hicache-storage-backend), shared by plan and launch.
+L3Opt = Annotated[
+    str | None,
+    typer.Option(
+        "--l3",
+        help="Add an L3 tier: mooncake (the Mooncake store: DRAM pooled over the cluster) or "
+        "file (a local folder, --l3-dir).",
+        metavar="mooncake|file",
+    ),
+]
+L3PoolOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--l3-pool-gb",
+        help="The Mooncake pool's size in GB over all its donors: what L3 holds (its tokens, "
+        "and the hit curve's L3 point).",
+        min=0,
+        max=MAX_GB,
+    ),
+]
+L3SegmentOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--l3-segment-gb",
+        help="GB this instance mounts into the pool (SGLang splits it over tp x pp ranks; "
+        "default 4), or a decode node donates (--role decode; default all it can spare).",
+        min=0,
+        max=MAX_GB,
+    ),
+]
+L3MasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--l3-master",
+        help="mooncake_master's address, HOST:PORT (default 127.0.0.1:50051).",
+        metavar="HOST:PORT",
+        callback=given,
+    ),
+]
+L3ProtocolOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--l3-protocol",
+        help="Mooncake's transport: rdma (default where every rank has an RDMA NIC beside "
+        "it) or tcp.",
+        metavar="tcp|rdma",
+    ),
+]
+L3DirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--l3-dir",
+        help="The file backend's folder (one .bin per page).",
+        metavar="DIR",
+        callback=given,
+    ),
+]
+L3PrefetchOpt = Annotated[
+    str,
+    typer.Option(
+        "--l3-prefetch",
+        help="When a request waits for its L3 pages: best_effort, wait_complete or timeout "
+        "(SGLang's --hicache-storage-prefetch-policy).",
+    ),
+]
+L3HostOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--l3-host",
+        help="The address other nodes reach this one at (Mooncake's local_hostname; a "
+        "donor's --host). Default: the store's own guess.",
+        metavar="ADDR",
+        callback=given,
+    ),
+]
+RoleOpt = Annotated[
+    str,
+    typer.Option(
+        "--role",
+        help="prefill: a serving instance that uses L3 (default); decode: a node that only "
+        "donates its DRAM to the pool (one mooncake_client per RDMA NIC).",
+        metavar="prefill|decode",
+    ),
+]
+L3GbpsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--l3-gbps",
+        help="Measured L3 -> L2 bandwidth per rank in GB/s, for the break-even (default: from "
+        "the NIC's speed and the protocol).",
+        min=0,
+        max=MAX_GBPS,
+    ),
+]
+RecomputeOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--recompute-us-per-token",
+        help="Prefill cost of one token in us, for the break-even (default 28.2: the field "
+        "report's GLM-5 on 8 x P800).",
+        min=0,
+        max=MAX_MS,
     ),
 ]

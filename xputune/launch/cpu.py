@@ -13,7 +13,10 @@ card, so this path skips bindings and the card profile's drift check and plans o
     cudaHostRegister and fails on CPU), kernels (sgl_kernel's copy operators are CUDA-only),
     lifo, async, count-once, ghost and stats as asked; numa is dropped (no cards to follow)
     and tp-shared follows --strategy shared, as on a card host;
-  - --page-size 1 (SGLang's paged allocator runs a GPU kernel), layer_first, kernel backend.
+  - --page-size 1 (SGLang's paged allocator runs a GPU kernel), layer_first (page_first with
+    Mooncake, which never runs layer_first), kernel backend;
+  - with an L3 tier, its storage flags (plan/l3.py; the ranks are bound to no NIC, so Mooncake
+    talks tcp unless told otherwise).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 from dataclasses import dataclass
 
 from xputune.launch.sglang import FEATURE_ENV, LaunchError, LaunchSpec, merge
+from xputune.plan.l3 import L3Plan, storage_layout
 
 GIB = 1 << 30
 GB = 10**9
@@ -41,12 +45,17 @@ def is_cpu_device(user_args_device: list[str] | None) -> bool:
     return user_args_device is not None and [v.lower() for v in user_args_device] == ["cpu"]
 
 
+def cpu_room(host_bytes: int, tp: int) -> float:
+    """Bytes left for SGLang's pools: the host less the OS's share and the ranks themselves."""
+    return host_bytes * (1 - OS_FRACTION) - PROCESS_BYTES_PER_RANK * tp
+
+
 def cpu_tier(
     host_bytes: int, tp: int, bytes_per_token: int, replicated: bool, shared: bool,
     tier: str | None,
 ) -> CpuTier:  # fmt: skip
     """The L2 size per rank (GB) for a CPU server on a host with `host_bytes` of memory."""
-    usable = host_bytes * (1 - OS_FRACTION) - PROCESS_BYTES_PER_RANK * tp
+    usable = cpu_room(host_bytes, tp)
     l2_total = max(0.0, usable / 2)
     per_rank = l2_total if (shared and replicated) else l2_total / tp
     steps = []
@@ -119,20 +128,25 @@ def build_cpu_spec(
     shared: bool,
     stats_dir: str | None = None,
     python: str,
+    l3: L3Plan | None = None,
 ) -> tuple[LaunchSpec, list[str]]:
     """SGLang's argv and the environment for a CPU server; notes for stderr."""
+    layout = storage_layout(l3.request.backend, "kernel") if l3 is not None else "layer_first"
     ours = [
         "--tp-size", str(tp),
         "--enable-hierarchical-cache",
         "--hicache-size", str(tier.hicache_size_gb),
-        "--hicache-mem-layout", "layer_first",
+        "--hicache-mem-layout", layout,
         "--hicache-io-backend", "kernel",
         "--hicache-write-policy", write_policy,
         "--page-size", "1",
+        *(l3.sglang_args() if l3 is not None else ()),
     ]  # fmt: skip
     merged = merge(ours, user_args)
     chosen, notes = cpu_features(features, shared)
     env = {"SGLANG_USE_CPU_ENGINE": "1"}
+    if l3 is not None:
+        env.update(l3.env())
     env.update({FEATURE_ENV[f]: "1" for f in chosen})
     if stats_dir:
         env["XPUTUNE_HICACHE_STATS"] = os.path.abspath(stats_dir)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from xputune.host import HostView
+from xputune.launch.l3check import l3_preflight
 from xputune.launch.sglang import LaunchError, LaunchSpec, build_spec, user_value
+from xputune.plan.host_plan import PlanRequest
 from xputune.topology.model import Topology
 
 
@@ -25,7 +26,10 @@ class Launch:
 
     spec: LaunchSpec
     notes: list[str] = field(default_factory=list)
-    refusal: str | None = None  # set on a dry run that a real launch would refuse
+    #: Why a real launch must not go ahead (a dry run only says it); empty when forced.
+    refusals: list[str] = field(default_factory=list)
+    #: The first refusal is critical drift from the profile (`xputune apply` fixes it).
+    drifting: bool = False
 
 
 def refuse_recording(from_recording: bool, dry_run: bool) -> None:
@@ -71,10 +75,6 @@ def model_from_args(
     )
 
 
-def _features(text: str) -> list[str]:
-    return [f.strip() for f in text.split(",") if f.strip() and f.strip() != "none"]
-
-
 def _drift_lines(drift: list) -> list[str]:  # list of tune Rows
     """One line per drifting knob: how many targets, the first one, and its fix."""
     by_knob: dict[str, list] = {}
@@ -91,52 +91,40 @@ def _drift_lines(drift: list) -> list[str]:  # list of tune Rows
     return out
 
 
-def prepare(
-    view: HostView,
-    topo: Topology,
-    *,
-    user_args: list[str],
-    model: str | None,
-    config: str | None,
-    tp: int | None,
-    dtype: str,
-    strategy: str,
-    tier: str | None,
-    cards: str | None,
-    write_policy: str,
-    features: str,
-    profile: str | None,
-    force: bool,
-    dry_run: bool,
-    stats_dir: str | None,
-    again: str = "",
-) -> Launch:
-    """The launch of SGLang on a card host; raises LaunchError when it must not go ahead."""
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What a launch asks for: the plan's request, SGLang's own arguments and the plugin's
+    features; cli/ builds it (nothing here knows how a flag is spelled)."""
+
+    plan: PlanRequest
+    user_args: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    profile: str | None = None
+    force: bool = False  # launch despite the refusals (drift, L3 preflight)
+    stats_dir: str | None = None
+
+
+def prepare(view: HostView, topo: Topology, req: LaunchRequest) -> Launch:
+    """The launch of SGLang on a card host. Launch.refusal is set when a real launch must not
+    go ahead (critical drift without allow_drift, an L3 tier that cannot work here)."""
     from xputune.plan.host_plan import plan_for_host
     from xputune.tune import engine
-    from xputune.userfiles import model_config
 
-    named = model_config(model, Path(config) if config else None)
-    plan, tp_notes = plan_for_host(
-        topo, model, named, tp, dtype, strategy, cards, tier, write_policy, force
-    )
-    selection = engine.select(topo, profile)
+    plan, tp_notes = plan_for_host(topo, req.plan)
+    selection = engine.select(topo, req.profile)
     rows = engine.check(engine.context(view, topo, selection), selection)
     drift = [r for r in rows if not r.holds]
     critical = [r for r in drift if r.severity == "critical"]
     notes = _drift_lines(drift)
-    refusal = None
-    if critical and not force:
-        refusal = (
-            f"{len(critical)} critical setting(s) drift from profile {selection.profile.name}: "
-            f"run `xputune apply{again}` (see `xputune check{again}`), or pass --force"
+    refusals = []
+    if critical:
+        refusals.append(
+            f"{len(critical)} critical setting(s) drift from profile {selection.profile.name}"
         )
-        if not dry_run:
-            raise LaunchError(refusal)
-        notes.append(f"would refuse: {refusal}")
-    spec = build_spec(plan, user_args, _features(features))
-    if stats_dir:
-        spec.env["XPUTUNE_HICACHE_STATS"] = os.path.abspath(stats_dir)
+    user_args = list(req.user_args)
+    spec = build_spec(plan, user_args, list(req.features))
+    if req.stats_dir:
+        spec.env["XPUTUNE_HICACHE_STATS"] = os.path.abspath(req.stats_dir)
     notes += [f"conflict: {c}" for c in spec.conflicts]
     notes += [f"warning: {w}" for w in (*tp_notes, *plan.bindings.warnings)]
     steps = [t.hicache_size_gb for t in plan.capacity.tiers]
@@ -148,45 +136,42 @@ def prepare(
         f"in L2; strategy {plan.bindings.strategy}"
         + (f"; your --hicache-size {' '.join(yours)} is used instead" if yours else "")
     )
-    return Launch(spec, notes, refusal)
+    if plan.l3 is not None:
+        l3_notes, l3_refusals = l3_preflight(plan.l3, user_args, view.live)
+        notes += l3_notes
+        refusals += l3_refusals
+    if req.force:
+        return Launch(spec, notes)
+    return Launch(spec, notes, refusals, bool(critical))
 
 
-def prepare_cpu(
-    topo: Topology,
-    *,
-    user_args: list[str],
-    model: str | None,
-    config: str | None,
-    tp: int | None,
-    dtype: str,
-    strategy: str,
-    tier: str | None,
-    write_policy: str,
-    features: str,
-    stats_dir: str | None,
-) -> Launch:
+def prepare_cpu(topo: Topology, req: LaunchRequest) -> Launch:
     """The `--device cpu` launch: tier from this host's memory, CPU engine, plugin features.
 
     TP defaults to 1 here (SGLang's own default): the cards, if any, stay unused.
     """
-    from xputune.errors import XputuneError
-    from xputune.launch.cpu import build_cpu_spec, cpu_tier
-    from xputune.plan.models import load_geometry
-    from xputune.userfiles import model_config
+    from xputune.launch.cpu import build_cpu_spec, cpu_room, cpu_tier
+    from xputune.plan.capacity import GB
+    from xputune.plan.l3 import plan_prefill, unbound_ranks
+    from xputune.plan.models import model_geometry
 
-    size = tp or 1
-    named = model_config(model, Path(config) if config else None)
-    geometry = load_geometry(model, named, size, dtype)
-    if geometry is None:
-        raise XputuneError("give --model NAME or --config config.json")
+    preq = req.plan
+    size = preq.tp or 1
+    geometry, _ = model_geometry(preq.model, size, preq.dtype)
     host_bytes = sum(n.memory_total_bytes or 0 for n in topo.numa_nodes)
-    shared = strategy == "shared"
-    chosen = cpu_tier(host_bytes, size, geometry.bytes_per_token, geometry.replicated, shared, tier)
+    shared = preq.strategy == "shared"
+    chosen = cpu_tier(
+        host_bytes, size, geometry.bytes_per_token, geometry.replicated, shared, preq.tier
+    )
+    l3 = None
+    if preq.l3 is not None:
+        l3 = plan_prefill(topo, unbound_ranks(size), geometry, chosen.hicache_size_gb * GB, preq.l3)
     cpus = sorted(c for n in topo.numa_nodes for c in n.cpus)
+    user_args = list(req.user_args)
     spec, cpu_notes = build_cpu_spec(
-        user_args=user_args, features=_features(features), tp=size, tier=chosen,
-        write_policy=write_policy, numa_nodes=sum(1 for n in topo.numa_nodes if n.cpus),
-        cpus=cpus, shared=shared, stats_dir=stats_dir, python=sys.executable,
+        user_args=user_args, features=list(req.features), tp=size, tier=chosen,
+        write_policy=preq.write_policy, numa_nodes=sum(1 for n in topo.numa_nodes if n.cpus),
+        cpus=cpus, shared=shared, stats_dir=req.stats_dir, python=sys.executable, l3=l3,
     )  # fmt: skip
     notes = []
     if topo.cards:
@@ -203,4 +188,16 @@ def prepare_cpu(
         "device cpu (no card bindings, drift check skipped)"
         + (f"; your --hicache-size {' '.join(yours)} is used instead" if yours else "")
     )
-    return Launch(spec, notes)
+    refusals: list[str] = []
+    if l3 is not None:
+        l3_notes, refusals = l3_preflight(l3, user_args, True)
+        notes += l3_notes
+        # half the room is SGLang's own (device) pool, as cpu_tier plans it
+        room = cpu_room(host_bytes, size) / 2 - chosen.hicache_size_gb * GB * size
+        if l3.segment_bytes > room:
+            refusals.append(
+                f"the {l3.segment_bytes / GB:,g} GB segment does not fit beside the L2 tier "
+                f"in this host's memory ({max(0.0, room) / GB:,.1f} GB left): lower "
+                "--l3-segment-gb or --tier"
+            )
+    return Launch(spec, notes, [] if req.force else refusals)

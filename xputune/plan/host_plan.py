@@ -109,7 +109,8 @@ def make_plan(
             if l3.role == "decode"
             else plan_prefill(topo, bindings, geometry, chosen.hicache_size_gb * GB, l3, reserve)
         )
-    layout = storage_layout(l3.backend, io_backend) if l3 is not None else "layer_first"
+    serving_l3 = l3 is not None and l3.role == "prefill"
+    layout = storage_layout(l3.backend, io_backend) if serving_l3 else "layer_first"
     if l3_plan is not None and layout == "page_first_direct":
         l3_plan = l3_plan.with_note(
             "Mooncake runs page_first_direct with --hicache-io-backend direct: L2 copies go "
@@ -129,7 +130,7 @@ def make_plan(
     env = {"CUDA_VISIBLE_DEVICES": visible}
     if "kunlunxin" in vendors:
         env["XPU_VISIBLE_DEVICES"] = visible
-    if l3_plan is not None and l3.role == "prefill":
+    if serving_l3:
         args += l3_plan.sglang_args()
         env.update(l3_plan.env())
     advice = recommend_strategy(topo, geometry.tp, mla=geometry.attention == "mla")
@@ -139,39 +140,38 @@ def make_plan(
     )  # fmt: skip
 
 
-def plan_for_host(
-    topo: Topology,
-    model: str | None,
-    named: NamedConfig | None,
-    tp: int | None,
-    dtype: str = "bf16",
-    strategy: str = "local",
-    cards: str | None = None,
-    tier: str | None = None,
-    write_policy: str = "write_through",
-    force: bool = False,
-) -> tuple[HostPlan, list[str]]:
-    """The plan of `xputune plan` and `launch sglang`, from the flags as given, and warnings.
+@dataclass(frozen=True)
+class PlanRequest:
+    """What `plan` and `launch sglang` ask of a host: the model already read (cli/ resolves
+    --model/--config once, plan/models.py's resolve_model), and nothing spelled as a flag."""
 
-    --model is a preset or a Hugging Face id; `named` is the config.json a user named, as
-    userfiles.model_config read it (plan/models.py); --tp defaults to the host's card count;
-    an odd TP size comes back as a warning with the reason.
-    """
-    from xputune.plan.models import load_model, resolve_tp
+    model: NamedConfig  # (name, config.json fields)
+    dtype: str = "bf16"
+    tp: int | None = None  # None: the host's card count
+    strategy: str = "local"
+    cards: tuple[str, ...] = ()  # rank order by card name or index; () is bus order
+    tier: str | None = None
+    write_policy: str = "write_through"
+    require_ido: bool = True  # all-nodes needs IDO on shared uplinks; False only warns
+    l3: L3Request | None = None
 
-    size = resolve_tp(tp, len(topo.cards))
-    geometry, warnings = load_model(model, named, size, dtype, len(topo.cards))
-    if geometry is None:
-        raise PlanError("give --model (a preset, a Hugging Face id or a config.json)")
-    order = [c.strip() for c in cards.split(",") if c.strip()] if cards else None
+
+def plan_for_host(topo: Topology, req: PlanRequest) -> tuple[HostPlan, list[str]]:
+    """The plan of `xputune plan` and `launch sglang`, and warnings (an odd TP size comes back
+    as a warning with the reason)."""
+    from xputune.plan.models import model_geometry, resolve_tp
+
+    size = resolve_tp(req.tp, len(topo.cards))
+    geometry, warnings = model_geometry(req.model, size, req.dtype, len(topo.cards))
     plan = make_plan(
         topo,
         geometry,
-        strategy=strategy,
-        order=order,
-        tier=tier,
-        write_policy=write_policy,
-        require_ido=not force,
+        strategy=req.strategy,
+        order=list(req.cards) or None,
+        tier=req.tier,
+        write_policy=req.write_policy,
+        require_ido=req.require_ido,
+        l3=req.l3,
     )
     return plan, warnings
 

@@ -25,7 +25,7 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 
-from xputune.plan.bindings import Bindings, PlanError
+from xputune.plan.bindings import Bindings, PlanError, RankBinding
 from xputune.plan.capacity import GB, Reserve
 from xputune.plan.geometry import KVGeometry
 from xputune.topology.model import Nic, Topology
@@ -332,6 +332,14 @@ def _break_even(
     )
 
 
+def unbound_ranks(tp: int) -> Bindings:
+    """Ranks bound to no card, node or NIC: a CPU server's (launch --device cpu)."""
+    ranks = tuple(
+        RankBinding(i, f"rank{i}", i, "", None, None, (), (), None, None) for i in range(tp)
+    )
+    return Bindings("local", ranks, ())
+
+
 def _sharers(bindings: Bindings) -> int:
     """Ranks that share the busiest RDMA device (they split its bandwidth)."""
     counts: dict[str, int] = {}
@@ -558,9 +566,16 @@ def plan_decode(
     )
 
 
-def donor_command(plan: L3Plan, donor: Donor, hostname: str = "$MOONCAKE_HOST") -> list[str]:
+#: A donor's --host when the plan was not told this node's address: a shell parameter that
+#: stops the command with this message until MOONCAKE_HOST is set (a renderer double-quotes
+#: the word that holds it, so the shell expands it).
+HOST_VARIABLE = "${MOONCAKE_HOST:?set MOONCAKE_HOST to the address other nodes reach this one at}"
+
+
+def donor_command(plan: L3Plan, donor: Donor) -> list[str]:
     """The mooncake_client command that mounts a donor's segment, bound to its NIC's node."""
     req = plan.request
+    hostname = req.local_hostname or HOST_VARIABLE
     cmd: list[str] = []
     if donor.numa_node is not None:
         cmd += ["numactl", f"--cpunodebind={donor.numa_node}", f"--membind={donor.numa_node}"]

@@ -64,14 +64,18 @@ def load_model(
     model: str | None, named: NamedConfig | None, tp: int, dtype: str, cards: int | None = None
 ):
     """(KV geometry or None, warnings about the TP size for this model and host)."""
-    from xputune.plan.geometry import geometry_from_config
-
     found = resolve_model(model, named)
     if found is None:
         return None, tp_warnings(tp, cards)
-    name, data = found
-    warnings = tp_warnings(tp, cards, data)
-    return geometry_from_config(data, tp=tp, dtype=dtype, name=name), warnings
+    return model_geometry(found, tp, dtype, cards)
+
+
+def model_geometry(model: NamedConfig, tp: int, dtype: str, cards: int | None = None):
+    """(KV geometry of a resolved model at a TP size, warnings about that size here)."""
+    from xputune.plan.geometry import geometry_from_config
+
+    name, data = model
+    return geometry_from_config(data, tp=tp, dtype=dtype, name=name), tp_warnings(tp, cards, data)
 
 
 def resolve_tp(tp: int | None, cards: int | None, where: str = "--tp") -> int:

@@ -12,6 +12,9 @@ has configured logging by then; at plugin load it has not, and the line would be
   xputune cache plugin on sglang 0.5.20: lifo, count_once, ... on; hooked UnifiedRadixCache,
   UnifiedTreeCore, MLATokenToKVPoolHost, L2TransferEngine
 
+On a CPU server whose host pool cannot allocate its L3 staging page (cpu_pages.py), the pool is
+unpinned and the line ends with "; worked around: cpu_unpinned_pages (<pool class>)".
+
 A feature that cannot act there is one refusal line, and the server stops (or, with
 XPUTUNE_HICACHE_ON_MISMATCH=warn, serves with that feature named as not acting).
 """
@@ -25,6 +28,7 @@ from typing import Any
 from xputune.sglang import (
     async_hooks,
     count_once,
+    cpu_pages,
     ghost_hooks,
     hostalloc_hooks,
     kernel_hooks,
@@ -149,14 +153,19 @@ def confirm(cache: Any) -> None:
         if cfg.on_mismatch != "warn":
             raise PluginRefused(problems[0])
     version = _settings["version"]
+    controller = getattr(cache, "cache_controller", None)
+    pools = [host_pool_of(cache), getattr(controller, "storage_host_pool", None)]
+    unpinned = cpu_pages.unpin(list({id(p): p for p in pools if p is not None}.values()))
+    workarounds = [f"{cpu_pages.NAME} ({', '.join(unpinned)})"] if unpinned else []
     stats.set_info(
         sglang=version, features=list(acting), hooked=hooked, cache=type(cache).__name__,
-        problems=problems,
+        problems=problems, workarounds=workarounds,
     )  # fmt: skip
     _add_sources(cache)
     log.info(
-        "xputune cache plugin on sglang %s: %s on; hooked %s",
+        "xputune cache plugin on sglang %s: %s on; hooked %s%s",
         version, ", ".join(acting) or "nothing", ", ".join(dict.fromkeys(hooked)),
+        f"; worked around: {', '.join(workarounds)}" if workarounds else "",
     )  # fmt: skip
     if cfg.stats_dir:
         stats.start_writer(cfg.stats_dir)
