@@ -51,6 +51,7 @@ class Result:
     cached: int
     device: int
     host: int
+    storage: int = 0  # from the L3 backend (cached_tokens_details.storage)
 
 
 @dataclass
@@ -202,7 +203,17 @@ class Server:
             cached=int(meta.get("cached_tokens") or 0),
             device=int(details.get("device", 0)),
             host=int(details.get("host", 0)),
+            storage=int(details.get("storage", 0)),
         )
+
+    def post(self, path: str, timeout: float = 60) -> tuple[int, str]:
+        """POST with no body (/flush_cache?timeout=30): the HTTP status and the reply's text."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", b"", method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return int(resp.status), resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode(errors="replace")
 
     def stats(self, settle: float = 0.3) -> dict[str, int]:
         """The plugin's counters summed over this server's processes, once they stop moving

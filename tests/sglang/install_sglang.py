@@ -13,7 +13,9 @@ What it installs, in this order:
   4. what a running `sglang.launch_server` needs on CPU on top of that (the real-server lane,
      tests/server): the web stack (fastapi, uvicorn, uvloop, ...) and the rest of the imports
      the server's processes make, also exact versions with --no-deps;
-  5. this checkout again (editable, no deps) when the xputune entry point in the group
+  5. the Mooncake store's non-CUDA wheel for the L3 lane, and Debian's libibverbs1 it links
+     (apt-get, only when running as root and the library is missing);
+  6. this checkout again (editable, no deps) when the xputune entry point in the group
      sglang.srt.plugins is not visible yet, so SGLang's plugin loader can find it.
 GPU-only modules (triton, torchvision, sgl_kernel) are never installed: the lanes stand in for
 them (tests/sglang/gpu_standins.py; the server lane loads it in every server process through
@@ -104,6 +106,44 @@ SERVER: tuple[tuple[str, str], ...] = (
     ("uvloop", "0.23.0"),
 )
 
+# The L3 lane (tests/server, Mooncake store over tcp on 127.0.0.1): the store's non-CUDA build
+# (the plain mooncake-transfer-engine links libcuda and cannot load on a CPU host) and what it
+# imports. Its native library links libibverbs.so.1 even over tcp: Debian's libibverbs1,
+# installed with apt-get when this runs as root and it is missing.
+STORE: tuple[tuple[str, str], ...] = (
+    ("mooncake-transfer-engine-non-cuda", "0.3.13.post1"),
+    ("msgpack", "1.2.4"),
+)
+VERBS = "libibverbs.so.1"
+
+
+def _verbs_ok() -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL(VERBS)
+    except OSError:
+        return False
+    return True
+
+
+def _install_verbs() -> None:
+    """apt-get install libibverbs1 where that is possible (root, a Debian-like system)."""
+    import os
+    import shutil
+
+    if _verbs_ok():
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        print(f"sglang lane: {VERBS} missing; the Mooncake lane will be skipped", flush=True)
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "libibverbs1"]):
+        print("+", " ".join(cmd), flush=True)
+        if subprocess.run(cmd, env=env, check=False).returncode != 0:
+            print(f"sglang lane: could not install {VERBS}; the Mooncake lane will be skipped")
+            return
+
 
 def _installed(name: str) -> str | None:
     try:
@@ -133,9 +173,10 @@ def _pip(*args: str) -> None:
 
 
 def main() -> int:
-    todo_pure = missing((SGLANG, *PURE, *SERVER))
+    _install_verbs()
+    todo_pure = missing((SGLANG, *PURE, *SERVER, *STORE))
     if _torch_ok() and not todo_pure and _entry_point_ok():
-        print("sglang lanes: torch 2.13.0 (cpu), sglang 0.5.20 and its deps (server too) present")
+        print("sglang lanes: torch 2.13.0 (cpu), sglang 0.5.20 and its deps (server, store) present")
         return 0
     if not _torch_ok():
         found = _installed(TORCH[0])
@@ -148,7 +189,7 @@ def main() -> int:
     if not _entry_point_ok():
         isolation = [] if _installed("setuptools") is None else ["--no-build-isolation"]
         _pip("--no-deps", *isolation, "-e", str(ROOT))
-    still = missing((SGLANG, *PURE, *SERVER))
+    still = missing((SGLANG, *PURE, *SERVER, *STORE))
     if still or not _torch_ok():
         print(f"sglang lane: still missing {', '.join(still) or 'torch 2.13.0+cpu'}", flush=True)
         return 1
