@@ -261,3 +261,76 @@ def test_three_tiers_split_one_curve(distances, l1, l2, l3) -> None:
     assert t.device == pytest.approx(curve.hit_rate(l1))
     if l3 <= max(l1, l2):
         assert t.storage == pytest.approx(0.0)
+
+
+def test_l3_runs_are_the_storage_share_of_a_real_trace_and_split_at_the_break_even(
+    run_cli,
+) -> None:
+    """Mooncake's own requests (tests/data/traces): the L3 runs add up to the storage share
+    of the curve, and a lower bandwidth raises the break-even and lowers what pays."""
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parents[1] / "data" / "traces"
+    trace = next(trace.glob("*.jsonl"))
+    base = ["tiers", "--trace", str(trace), "--l1", "64K", "--l2", "1M", "--l3", "8M",
+            "--model", "glm-5", "--tp", "8", "-f", "json"]  # fmt: skip
+    docs = []
+    for gbps in ("40", "10", "2"):
+        code, out, err = run_cli(*base, "--l3-gbps", gbps)
+        assert code == 0, err
+        docs.append(json.loads(out))
+    t = docs[0]["three_tiers"]
+    total_tokens = docs[0]["trace"]["total_tokens"]
+    shares = t["storage_runs"]["tokens"] / total_tokens  # the document rounds to 6 places
+    assert shares == pytest.approx(t["storage_hit_rate"], abs=1e-6)
+    assert t["device_hit_rate"] + t["host_hit_rate"] + t["storage_hit_rate"] == pytest.approx(
+        t["total_hit_rate"], abs=2e-6
+    )
+    evens = [d["three_tiers"]["break_even"] for d in docs]
+    assert evens[0]["tokens"] < evens[1]["tokens"] and evens[2]["never_pays"]
+    shares = [d["three_tiers"]["storage_runs"]["paying_share"] for d in docs]
+    assert shares[0] >= shares[1] >= shares[2] == 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 12), min_size=1, max_size=8), min_size=1, max_size=30),
+    st.integers(0, 6),
+    st.integers(0, 12),
+    st.integers(0, 40),
+)
+def test_l3_runs_match_a_brute_force_lru(requests, l2, l3, threshold) -> None:
+    """Against an LRU of blocks simulated directly, prefix by prefix."""
+    from xputune.plan.hitrate import storage_runs, trace_from_requests
+
+    chains = []
+    for req in requests:  # prefix-chain the ids: a block id names its whole prefix
+        chain, acc = [], 0
+        for b in req:
+            acc = acc * 31 + b + 1
+            chain.append(acc)
+        chains.append(chain)
+    trace = trace_from_requests([(c, [1] * len(c)) for c in chains], 1)
+    got = storage_runs(trace, l2, l3, threshold)
+
+    def hits_within(capacity: int) -> list[int]:
+        stack: list[int] = []
+        out = []
+        for chain in chains:
+            depth = 0
+            for block in chain:  # the longest cached prefix
+                if block in stack[:capacity]:
+                    depth += 1
+                else:
+                    break
+            out.append(depth)
+            for block in reversed(chain):  # deepest first: ancestors end most recent
+                if block in stack:
+                    stack.remove(block)
+                stack.insert(0, block)
+        return out
+
+    runs = [b - a for a, b in zip(hits_within(l2), hits_within(max(l2, l3)), strict=True)]
+    assert got.tokens == sum(runs)
+    assert got.requests == sum(1 for r in runs if r)
+    assert got.paying_tokens == sum(r for r in runs if r > threshold)

@@ -12,7 +12,14 @@ import typer
 from xputune.cli.checks import MAX_BLOCK, MAX_COUNT, MAX_GBPS, MAX_MS, given
 from xputune.cli.common import Format, FormatOpt, console, emit_data
 from xputune.cli.output import CountingReader, progress, text, text_lines
-from xputune.cli.plan_opts import ConfigOpt, DtypeOpt, ModelOpt, TpNoHostOpt
+from xputune.cli.plan_opts import (
+    ConfigOpt,
+    DtypeOpt,
+    L3GbpsOpt,
+    ModelOpt,
+    RecomputeOpt,
+    TpNoHostOpt,
+)
 from xputune.errors import XputuneError
 from xputune.plan.inputs import count
 
@@ -264,6 +271,26 @@ def tiers_cmd(
             metavar="TOKENS",
         ),
     ] = None,
+    l2: Annotated[
+        str | None,
+        typer.Option(
+            "--l2",
+            help="Host (L2) cache size in tokens, for the three-tier split with --l3.",
+            metavar="TOKENS",
+        ),
+    ] = None,
+    l3: Annotated[
+        str | None,
+        typer.Option(
+            "--l3",
+            help="L3 (the Mooncake pool, or a folder) size in tokens: adds the hit rate each "
+            "of L1, L2 and L3 serves, and with --model how many L3 hits are long enough to "
+            "beat recomputing (needs --l1 and --l2).",
+            metavar="TOKENS",
+        ),
+    ] = None,
+    l3_gbps: L3GbpsOpt = None,
+    recompute_us: RecomputeOpt = None,
     sample_rate: Annotated[
         float | None,
         typer.Option(
@@ -325,7 +352,15 @@ def tiers_cmd(
     the stop-at-plateau rule would have stopped. With --measured it checks the rule against a
     table of measured tiers; with --model it shows GB per rank.
 
+    With --l1, --l2 and --l3 it splits the hits of an L1 + L2 + L3 hierarchy by tier (each
+    tier holding what the ones above hold, as HiCache's write-through does), and with --model
+    judges the L3 hits: an L3 fetch of n tokens beats recomputing them only above a break-even
+    length (from --l3-gbps, default 10 GB/s per rank, and --recompute-us-per-token, default
+    the field report's GLM-5 figure), so it counts the L3 hits that are that long.
+
     Example: xputune tiers --trace mooncake_trace.jsonl --l1 200K --model glm-5 --plot c.svg
+
+        xputune tiers --trace t.jsonl --l1 200K --l2 2M --l3 40M --model glm-5 --tp 8
     """
     if trace is None and measured is None:
         raise XputuneError("give --trace FILE, --measured FILE, or both")
@@ -334,14 +369,21 @@ def tiers_cmd(
     geometry = _geometry(model, config, tp, dtype)
     caps = [count(c, "--capacity") for c in capacity or []]
     l1_tokens = count(l1, "--l1") if l1 else None
-    from xputune.plan.tiersreport import tiers_document
+    tiers3 = _three_tier_sizes(l1_tokens, l2, l3, trace, sample_rate)
+    from xputune.plan.tiersreport import three_tier_report, tiers_document
     from xputune.plan.traces import parse_measured_table
 
-    curve, requests, table = None, 0, None
+    curve, requests, table, three = None, 0, None, None
     if trace is not None:
+        kept: list[Any] | None = [] if tiers3 and geometry is not None else None
         curve, requests = _curve(
-            Path(trace), trace_format, block_size, sample_rate, show_progress=fmt is Format.table
-        )
+            Path(trace), trace_format, block_size, sample_rate, show_progress=fmt is Format.table,
+            keep=kept,
+        )  # fmt: skip
+        if tiers3:
+            three = three_tier_report(
+                curve, *tiers3, *_l3_judgement(geometry, tiers3, kept, l3_gbps, recompute_us)
+            )
     if measured is not None:
         from xputune.userfiles import read_lines
 
@@ -356,6 +398,7 @@ def tiers_cmd(
         min_gain=min_gain / 100,
         l1_tokens=l1_tokens,
         geometry=geometry,
+        three_tiers=three,
     )
     from xputune.plan.plot import tiers_chart
 
@@ -367,6 +410,58 @@ def tiers_cmd(
         emit_data(data, fmt)
         return
     _render_tiers(data, chart)
+
+
+def _three_tier_sizes(
+    l1_tokens: int | None, l2: str | None, l3: str | None, trace: str | None,
+    sample_rate: float | None,
+) -> tuple[int, int, int] | None:  # fmt: skip
+    """(L1, L2, L3) in tokens when --l3 asks for the three-tier split; one line when not all
+    three are there."""
+    if l3 is None:
+        if l2 is not None:
+            raise XputuneError("--l2 is for the three-tier split: give --l3 TOKENS too")
+        return None
+    if l1_tokens is None or l2 is None:
+        raise XputuneError("--l3 needs --l1 and --l2 (the tiers above it)")
+    if trace is None:
+        raise XputuneError("--l3 splits a trace's hits: give --trace FILE")
+    if sample_rate is not None and sample_rate < 1.0:
+        raise XputuneError("--l3 needs the exact curve: leave --sample-rate out")
+    return l1_tokens, count(l2, "--l2"), count(l3, "--l3")
+
+
+#: The L3 bandwidth per rank the break-even assumes unless told: a 200 Gb/s RDMA NIC at 80%
+#: shared by two ranks, as on the field report's box (plan/l3.py does the same arithmetic).
+DEFAULT_L3_GBPS = 10.0
+
+
+def _l3_judgement(
+    geometry: Any,
+    sizes: tuple[int, int, int],
+    kept: list[Any] | None,
+    gbps: float | None,
+    recompute_us: float | None,
+) -> tuple[Any, Any]:
+    """(break-even, L3 runs) for the three-tier split; (None, None) without a model."""
+    if geometry is None:
+        if gbps is not None or recompute_us is not None:
+            raise XputuneError("--l3-gbps and --recompute-us-per-token need --model")
+        return None, None
+    from dataclasses import replace
+
+    from xputune.plan.hitrate import storage_runs, trace_from_batches
+    from xputune.plan.l3 import Assumptions, break_even
+
+    assume = Assumptions()
+    if recompute_us is not None:
+        assume = replace(assume, recompute_us_per_token=recompute_us)
+    source = "given" if gbps is not None else "assumed: a 200 Gb/s RDMA NIC shared by 2 ranks"
+    be = break_even(geometry, gbps or DEFAULT_L3_GBPS, "rdma", assume, source)
+    l1, l2, l3 = sizes
+    threshold = float("inf") if be.tokens is None else be.tokens
+    runs = storage_runs(trace_from_batches(kept or []), max(l1, l2), l3, threshold)
+    return be, runs
 
 
 def _open_trace(path: Path, advance: Callable[[int], None]):
@@ -402,7 +497,9 @@ def _curve(
     block_size: int | None,
     sample_rate: float | None,
     show_progress: bool,
+    keep: list[Any] | None = None,
 ):
+    """(curve, requests) of the trace; `keep` collects its batches too (for a second look)."""
     import sys
     import zlib
 
@@ -427,12 +524,19 @@ def _curve(
                 if sampled:
                     curve = sampled_curve_stream(reader, sample_rate)
                 else:
-                    curve = curve_from_batches(reader, reader.block)
+                    batches = reader if keep is None else _tee(reader, keep)
+                    curve = curve_from_batches(batches, reader.block)
         except broken as exc:  # a truncated or corrupt compressed stream
             raise XputuneError(f"{path}: cannot read the trace ({exc})") from None
     if curve.accesses == 0:
         raise XputuneError(f"{path}: the trace has no blocks")
     return curve, reader.requests
+
+
+def _tee(batches: Any, keep: list[Any]) -> Any:
+    for batch in batches:
+        keep.append(batch)
+        yield batch
 
 
 def _check_plot_target(path: Path) -> None:
@@ -539,6 +643,8 @@ def _render_tiers(data: dict[str, Any], chart) -> None:
                 f"recommended: {human(r['capacity_tokens'])} tokens, {_pct(r['hit_rate'])} "
                 f"({r['rule']})"
             )
+        if data.get("three_tiers"):
+            _render_three_tiers(c, data["three_tiers"])
         p = data.get("plateau_rule")
         if p and p["disagrees"]:
             c.print(
@@ -568,3 +674,39 @@ def _render_tiers(data: dict[str, Any], chart) -> None:
 def register(app: typer.Typer) -> None:
     app.command("model", help=model_cmd.__doc__)(model_cmd)
     app.command("tiers", help=tiers_cmd.__doc__)(tiers_cmd)
+
+
+def _render_three_tiers(c: Any, t: dict[str, Any]) -> None:
+    from xputune.plan.plot import human
+
+    c.print(
+        f"L1 {human(t['l1_tokens'])} + L2 {human(t['l2_tokens'])} + L3 "
+        f"{human(t['l3_tokens'])} tokens: {_pct(t['total_hit_rate'])} of input tokens hit "
+        f"(device {_pct(t['device_hit_rate'])}, host {_pct(t['host_hit_rate'])}, storage "
+        f"{_pct(t['storage_hit_rate'])})"
+    )
+    be, runs = t["break_even"], t["storage_runs"]
+    if be is None:
+        return
+    if be["never_pays"]:
+        c.print(
+            text(
+                f"an L3 hit never beats recomputing at {be['l3_gb_s_per_rank']:g} GB/s per "
+                f"rank ({be['l3_source']}) and {be['recompute_us_per_token']:g} us/token: "
+                "L3 does not pay here"
+            )
+        )
+        return
+    c.print(
+        text(
+            f"an L3 hit pays above {be['tokens']:,} tokens ({be['l3_gb_s_per_rank']:g} GB/s "
+            f"per rank, {be['l3_source']}; recompute {be['recompute_us_per_token']:g} "
+            "us/token)"
+        )
+    )
+    if runs and runs["tokens"]:
+        c.print(
+            f"of this trace's L3 hits, {_pct(runs['paying_share'])} of the tokens "
+            f"({runs['paying_requests']:,} of {runs['requests']:,} requests) come in runs "
+            "that long: they pay; the rest cost more than recomputing them"
+        )

@@ -424,3 +424,73 @@ def three_tier_point(
         host=host - device,
         storage=curve.hit_rate(l3_reach) - host,
     )
+
+
+@dataclass(frozen=True)
+class StorageRuns:
+    """Per request, the tokens L3 serves beyond L2, judged against a break-even length.
+
+    With prefix-LRU order the stack positions of one request never fall along its blocks, so
+    the blocks L3 serves (L2 < position <= L3) are one contiguous run: one L3 fetch. A run
+    shorter than the break-even costs more than recomputing it; a longer one saves.
+    """
+
+    requests: int  # requests with an L3 run
+    tokens: int  # tokens served by L3 over the whole trace
+    paying_requests: int  # runs longer than the break-even
+    paying_tokens: int
+
+    @property
+    def paying_share(self) -> float:
+        return self.paying_tokens / self.tokens if self.tokens else 0.0
+
+
+def storage_runs(trace: Trace, l2_tokens: int, l3_tokens: int, break_even: float) -> StorageRuns:
+    """The L3 runs of every request of `trace` (one stack pass in C; positions held)."""
+    import numpy as np
+
+    from xputune.plan.stackdist import dense_ids, stack_distances
+
+    _check(trace)
+    dense, n_ids = dense_ids(trace.block_ids)
+    positions, _ = stack_distances(dense, trace.offsets, n_ids)
+    l2_slots = l2_tokens // trace.block_size
+    l3_slots = max(l2_slots, l3_tokens // trace.block_size)
+    served = (positions > l2_slots) & (positions <= l3_slots)
+    per_access = np.where(served, trace.block_tokens, 0)
+    cum = np.concatenate(([0], np.cumsum(per_access, dtype=np.int64)))
+    runs = cum[trace.offsets[1:]] - cum[trace.offsets[:-1]]
+    paying = runs > break_even
+    return StorageRuns(
+        requests=int((runs > 0).sum()),
+        tokens=int(runs.sum()),
+        paying_requests=int(paying.sum()),
+        paying_tokens=int(runs[paying].sum()),
+    )
+
+
+def trace_from_batches(batches: Iterable[Batch]) -> Trace:
+    """A Trace in memory from a reader's batches (8 bytes per block access and more)."""
+    import numpy as np
+
+    ids, tokens, counts, uncached, block = [], [], [], 0, None
+    for batch in batches:
+        block = batch.block
+        per = np.full(len(batch.ids), batch.block, dtype=np.int64)
+        ends = np.cumsum(batch.counts) - 1
+        nonempty = batch.counts > 0
+        per[ends[nonempty]] = batch.last_tokens[nonempty]
+        ids.append(batch.ids)
+        tokens.append(per)
+        counts.append(batch.counts)
+        uncached += batch.uncached
+    all_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+    offsets = np.zeros(len(all_counts) + 1, dtype=np.int64)
+    np.cumsum(all_counts, out=offsets[1:])
+    return Trace(
+        block_ids=np.concatenate(ids) if ids else np.zeros(0, dtype=np.uint64),
+        block_tokens=np.concatenate(tokens) if tokens else np.zeros(0, dtype=np.int64),
+        offsets=offsets,
+        block_size=_block_size(block),
+        uncached_tokens=uncached,
+    )

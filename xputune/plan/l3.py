@@ -286,40 +286,20 @@ def _nic_of(topo: Topology, rdma: str | None) -> Nic | None:
     return next((n for n in topo.nics if rdma and n.rdma == rdma), None)
 
 
-def _break_even(
-    topo: Topology,
-    bindings: Bindings | None,
-    geometry: KVGeometry,
-    protocol: str,
-    assume: Assumptions,
-    sharers: int,
-) -> BreakEven | None:
-    """Cost of an L3 hit against recompute, per rank (every rank fetches its own pages)."""
-    if assume.l3_gb_s is not None:
-        gb_s, source = assume.l3_gb_s, "given"
-    else:
-        speeds = []
-        for r in bindings.ranks if bindings else ():
-            nic = _nic_of(topo, r.rdma) or next((n for n in topo.nics if n.name == r.nic), None)
-            if nic is None or not nic.speed_mbps:
-                speeds = []
-                break
-            speeds.append(nic.speed_mbps)
-        if not speeds:
-            return None
-        eff = assume.efficiency(protocol)
-        gb_s = min(speeds) / 8 / 1000 * eff / max(1, sharers)
-        source = f"{min(speeds) // 1000} Gb/s NIC x {eff:.0%} ({protocol})" + (
-            f" shared by {sharers} ranks" if sharers > 1 else ""
-        )
-    if gb_s <= 0:
-        return None
-    # Every rank fetches its own pages: the whole latent (MLA) or its own heads (MHA).
+def break_even(
+    geometry: KVGeometry, gb_s: float, protocol: str, assume: Assumptions, source: str
+) -> BreakEven:
+    """An L3 hit of n tokens against recomputing them, at `gb_s` per rank from L3 to L2.
+
+    Every rank fetches its own pages (the whole latent for MLA, its own heads for MHA), so the
+    per-token cost is the rank's bytes per token over the rank's bandwidth, followed by the L2
+    load; a hit pays above fixed / (recompute - l3 - l2) tokens, and never where the per-token
+    cost alone exceeds recomputing.
+    """
     l3_us = geometry.bytes_per_token / (gb_s * 1e9) * 1e6
     l2_us = geometry.bytes_per_token / (assume.l2_gb_s * 1e9) * 1e6
     fixed = assume.latency_ms(protocol) + assume.l2_fixed_ms
     gain = assume.recompute_us_per_token - l3_us - l2_us
-    tokens = fixed * 1000.0 / gain if gain > 0 else None
     return BreakEven(
         l3_gb_s=gb_s,
         l3_latency_ms=assume.latency_ms(protocol),
@@ -327,9 +307,36 @@ def _break_even(
         l2_us_per_token=l2_us,
         recompute_us_per_token=assume.recompute_us_per_token,
         fixed_ms=fixed,
-        tokens=tokens,
+        tokens=fixed * 1000.0 / gain if gain > 0 else None,
         source=source,
     )
+
+
+def _nic_break_even(
+    topo: Topology,
+    bindings: Bindings,
+    geometry: KVGeometry,
+    protocol: str,
+    assume: Assumptions,
+) -> BreakEven | None:
+    """break_even at the bandwidth given, else at the slowest rank's NIC share."""
+    if assume.l3_gb_s is not None:
+        return break_even(geometry, assume.l3_gb_s, protocol, assume, "given")
+    speeds = []
+    for r in bindings.ranks:
+        nic = _nic_of(topo, r.rdma) or next((n for n in topo.nics if n.name == r.nic), None)
+        if nic is None or not nic.speed_mbps:
+            return None
+        speeds.append(nic.speed_mbps)
+    if not speeds:
+        return None
+    sharers = _sharers(bindings)
+    eff = assume.efficiency(protocol)
+    gb_s = min(speeds) / 8 / 1000 * eff / sharers
+    source = f"{min(speeds) // 1000} Gb/s NIC x {eff:.0%} ({protocol})" + (
+        f" shared by {sharers} ranks" if sharers > 1 else ""
+    )
+    return break_even(geometry, gb_s, protocol, assume, source)
 
 
 def unbound_ranks(tp: int) -> Bindings:
@@ -420,7 +427,7 @@ def plan_prefill(
         )
     be = None
     if req.backend == "mooncake":
-        be = _break_even(topo, bindings, geometry, protocol, req.assumptions, _sharers(bindings))
+        be = _nic_break_even(topo, bindings, geometry, protocol, req.assumptions)
     return L3Plan(
         request=req,
         protocol=protocol,

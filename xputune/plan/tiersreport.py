@@ -8,8 +8,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from xputune.plan.geometry import KVGeometry
-from xputune.plan.hitrate import HitCurve, default_grid, tier_point
+from xputune.plan.hitrate import (
+    HitCurve,
+    StorageRuns,
+    default_grid,
+    three_tier_point,
+    tier_point,
+)
 from xputune.plan.knee import knee, plateau_rule, recommend
+from xputune.plan.l3 import BreakEven
 from xputune.plan.traces import MeasuredTable
 
 GB = 1e9
@@ -158,6 +165,7 @@ def tiers_document(
     min_gain: float,
     l1_tokens: int | None,
     geometry: KVGeometry | None,
+    three_tiers: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`xputune tiers --format json` (schema tiers.json), from what the command read."""
     data: dict[str, Any] = {"schema_version": 1}
@@ -189,6 +197,8 @@ def tiers_document(
         data["measured"] = measured_report(
             measured, min_gain=min_gain, tolerance=tolerance, curve=curve, geometry=geometry
         )
+    if three_tiers is not None:
+        data["three_tiers"] = three_tiers
     if geometry is not None:
         data["model"] = {
             "name": geometry.name,
@@ -197,3 +207,45 @@ def tiers_document(
             "bytes_per_token_per_rank": geometry.bytes_per_token,
         }
     return data
+
+
+def three_tier_report(
+    curve: HitCurve,
+    l1_tokens: int,
+    l2_tokens: int,
+    l3_tokens: int,
+    break_even: BreakEven | None = None,
+    runs: StorageRuns | None = None,
+) -> dict[str, Any]:
+    """The "three_tiers" part of `tiers --format json`: hits by tier of L1 + L2 + L3, the
+    break-even of an L3 hit, and how many of this trace's L3 hits are long enough to pay."""
+    t = three_tier_point(curve, l1_tokens, l2_tokens, l3_tokens)
+    out: dict[str, Any] = {
+        "l1_tokens": l1_tokens,
+        "l2_tokens": l2_tokens,
+        "l3_tokens": l3_tokens,
+        "device_hit_rate": round(t.device, 6),
+        "host_hit_rate": round(t.host, 6),
+        "storage_hit_rate": round(t.storage, 6),
+        "total_hit_rate": round(t.total, 6),
+        "break_even": None,
+        "storage_runs": None,
+    }
+    if break_even is not None:
+        out["break_even"] = {
+            "tokens": None if break_even.tokens is None else round(break_even.tokens),
+            "never_pays": break_even.tokens is None,
+            "l3_gb_s_per_rank": break_even.l3_gb_s,
+            "l3_source": break_even.source,
+            "l3_latency_ms": break_even.l3_latency_ms,
+            "recompute_us_per_token": break_even.recompute_us_per_token,
+        }
+    if runs is not None:
+        out["storage_runs"] = {
+            "requests": runs.requests,
+            "tokens": runs.tokens,
+            "paying_requests": runs.paying_requests,
+            "paying_tokens": runs.paying_tokens,
+            "paying_share": round(runs.paying_share, 6),
+        }
+    return out
