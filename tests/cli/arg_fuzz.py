@@ -397,11 +397,6 @@ def run(cage: Cage, argv: list[str]) -> Outcome:
     return Outcome(argv, code, _text(streams.out), _text(streams.err), escaped, seconds)
 
 
-def key(argv: list[str], place: Place) -> tuple[str, ...]:
-    """argv with the place's folder written PLACE: the same from one run to the next."""
-    return tuple(a.replace(str(place.root), "PLACE") for a in argv)
-
-
 def shown(argv: list[str]) -> str:
     """argv for a report: long values cut, so a failure message stays readable."""
     return " ".join(repr(a) if len(a) <= 80 else repr(a[:40] + f"...<{len(a)}>") for a in argv)

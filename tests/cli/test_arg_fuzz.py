@@ -29,7 +29,6 @@ COMMANDS = arg_fuzz.commands()
 #: Calls the fuzz draws that end in a traceback in code outside the CLI that another change
 #: is reworking; PLACE is the folder of the command's files. Each is a strict xfail below (and
 #: left out of the fuzz), so the fix turns it into a failure until it is taken off this list.
-KNOWN: dict[tuple[str, ...], str] = {}  # none left: deep profiles are one line now
 
 
 def _ids() -> list[str]:
@@ -43,8 +42,6 @@ def test_no_call_ends_in_a_traceback(words, params, tmp_path: Path) -> None:
     problems: list[str] = []
     with Cage(tmp_path) as cage:
         for argv in arg_fuzz.calls(SEED, words, params, place, RUNS):
-            if arg_fuzz.key(argv, place) in KNOWN:
-                continue
             why = arg_fuzz.run(cage, argv).problem()
             if why is not None:
                 problems.append(f"{arg_fuzz.shown(argv)}\n  {why}")
@@ -54,18 +51,6 @@ def test_no_call_ends_in_a_traceback(words, params, tmp_path: Path) -> None:
 
 def _words(argv: tuple[str, ...]) -> tuple[str, ...]:
     return max((w for w, _ in COMMANDS if argv[: len(w)] == w), key=len)
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why)) for k, why in KNOWN.items()],
-    ids=[" ".join(k)[:60] for k in KNOWN],
-)
-def test_known_tracebacks_elsewhere(argv: tuple[str, ...], tmp_path: Path) -> None:
-    place = arg_fuzz.build_place(tmp_path / "place", str(SEED_BOX), _words(argv))
-    with Cage(tmp_path) as cage:
-        outcome = arg_fuzz.run(cage, [a.replace("PLACE", str(place.root)) for a in argv])
-    assert outcome.problem() is None
 
 
 # -- what the fuzz found, pinned (each was a traceback) ------------------------------------------

@@ -21,7 +21,9 @@ from xputune.errors import HostError, XputuneError
 
 COMMANDS = arg_fuzz.commands()
 #: The metavars of options (and arguments) that take a path or a name.
-PATH_OR_NAME = {"PATH", "NAME", "FILE", "DIR", "MODEL", "OUT", "FILES...", "KNOB", "HOST:PORT", "ADDR"}
+PATH_OR_NAME = {
+    "PATH", "NAME", "FILE", "DIR", "MODEL", "OUT", "FILES...", "KNOB", "HOST:PORT", "ADDR",
+}  # fmt: skip
 NUMBER_NOISE = ["nan", "NaN", "inf", "-inf", "1e300", "-1e300", "9" * 5000, "-" + "9" * 30]
 
 
