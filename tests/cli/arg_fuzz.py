@@ -417,7 +417,6 @@ __all__ = [
     "build_place",
     "calls",
     "commands",
-    "key",
     "run",
     "shown",
 ]

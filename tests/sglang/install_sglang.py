@@ -176,7 +176,7 @@ def main() -> int:
     _install_verbs()
     todo_pure = missing((SGLANG, *PURE, *SERVER, *STORE))
     if _torch_ok() and not todo_pure and _entry_point_ok():
-        print("sglang lanes: torch 2.13.0 (cpu), sglang 0.5.20 and its deps (server, store) present")
+        print("sglang lanes: torch 2.13.0 (cpu), sglang 0.5.20, its server deps and the store")
         return 0
     if not _torch_ok():
         found = _installed(TORCH[0])
