@@ -37,6 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from xputune.plan.traces import Trace
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -47,29 +49,6 @@ if TYPE_CHECKING:
 
 class TraceError(ValueError):
     """A trace that breaks the model above (kept a ValueError so pure callers need no CLI)."""
-
-
-@dataclass(frozen=True)
-class Trace:
-    """Requests as flat arrays: block ids, tokens per block, and where each request starts."""
-
-    block_ids: np.ndarray  # uint64, root first within each request
-    block_tokens: np.ndarray  # int64, 1..block_size
-    offsets: np.ndarray  # int64, len = requests + 1, offsets[0] = 0
-    block_size: int
-    uncached_tokens: int = 0  # input tokens not covered by any block id
-
-    @property
-    def requests(self) -> int:
-        return len(self.offsets) - 1
-
-    @property
-    def accesses(self) -> int:
-        return len(self.block_ids)
-
-    @property
-    def total_tokens(self) -> int:
-        return int(self.block_tokens.sum()) + self.uncached_tokens
 
 
 def trace_from_requests(

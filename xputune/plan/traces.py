@@ -36,13 +36,38 @@ from xputune.userfiles import loads, size_text
 if TYPE_CHECKING:
     import numpy as np
 
-    from xputune.plan.hitrate import Trace
-
 MOONCAKE_BLOCK = 512
 #: bytes in one trace line, at most: a Mooncake request of a 1M-token prompt is about 20 KB,
 #: a generic one of 1M token ids about 8 MB.
 MAX_LINE = 16 << 20
 _MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Requests as flat arrays: block ids, tokens per block, and where each request starts.
+
+    What every parser here yields and plan/hitrate.py computes curves from (its semantics are
+    in that module's docstring); defined here, below both, so neither imports the other.
+    """
+
+    block_ids: np.ndarray  # uint64, root first within each request
+    block_tokens: np.ndarray  # int64, 1..block_size
+    offsets: np.ndarray  # int64, len = requests + 1, offsets[0] = 0
+    block_size: int
+    uncached_tokens: int = 0  # input tokens not covered by any block id
+
+    @property
+    def requests(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def accesses(self) -> int:
+        return len(self.block_ids)
+
+    @property
+    def total_tokens(self) -> int:
+        return int(self.block_tokens.sum()) + self.uncached_tokens
 
 
 class TraceFormatError(XputuneError):
@@ -233,8 +258,6 @@ class Batch:
 
 def _trace_of(batches: list[Batch], block: int) -> Trace:
     import numpy as np
-
-    from xputune.plan.hitrate import Trace
 
     ids = np.concatenate([b.ids for b in batches]) if batches else np.zeros(0, np.uint64)
     counts = np.concatenate([b.counts for b in batches]) if batches else np.zeros(0, np.int64)
