@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tests.fixtures, ru
 def main() -> int:
     from xputune.host.view import DirView
     from xputune.tune import engine
-    from xputune.tune.steps import accessor
+    from xputune.tune.kinds import accessor
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)

@@ -9,9 +9,9 @@ from tests.tune.views import LiveLikeView
 from xputune.errors import HostDataError, UnsupportedError
 from xputune.host.values import current_choice, rebracket
 from xputune.host.view import DirView
+from xputune.tune.kinds import accessor
 from xputune.tune.knobs import KNOBS, TuneContext, Want
 from xputune.tune.knobs import shm_huge as shm
-from xputune.tune.steps import accessor
 
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 

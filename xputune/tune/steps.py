@@ -6,7 +6,8 @@ huge= option of one mount. Everything needed to undo it is plain JSON (`kind` + 
 profile or the topology that produced it.
 
 Each kind has an `Accessor` with `read` and `write`; the knob modules define them and register
-them here. Writing and reading back is the same code for apply, verify and rollback.
+them here (tune/kinds.py looks up any kind). Writing and reading back is the same code for
+apply, verify and rollback.
 """
 
 from __future__ import annotations
@@ -64,11 +65,13 @@ def register(accessor: Accessor) -> Accessor:
     return accessor
 
 
-def accessor(kind: str) -> Accessor:
-    """The accessor of `kind`; imports the knob modules, which register theirs."""
-    import xputune.tune.knobs
-    import xputune.tune.persist  # noqa: F401
+def registered(kind: str) -> Accessor:
+    """The accessor of `kind` among those registered so far.
 
+    A knob's own kinds are: the module that defines the knob registered them when it was
+    imported. Code that meets kinds it did not plan (a journal being rolled back) asks
+    tune/kinds.py, which imports every module that registers one.
+    """
     try:
         return _ACCESSORS[kind]
     except KeyError:

@@ -25,8 +25,9 @@ from xputune.tune.journal import (
     Transaction,
     encode_raw,
 )
+from xputune.tune.kinds import accessor
 from xputune.tune.knobs import KNOBS, TuneContext
-from xputune.tune.steps import Change, accessor
+from xputune.tune.steps import Change
 from xputune.tune.validate import validate
 
 #: Test-only crash point: "K" or "K:before" dies just before the write of step K, "K:after"

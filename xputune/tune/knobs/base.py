@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from xputune.host import HostView
 from xputune.topology.model import Topology
-from xputune.tune.steps import Change, accessor
+from xputune.tune.steps import Change, registered
 
 SEVERITIES = ("critical", "warn")
 
@@ -106,10 +106,10 @@ class Knob(ABC):
         extra condition)."""
 
     def apply(self, ctx: TuneContext, change: Change) -> None:
-        accessor(change.kind).write(ctx.view, change.target, change.after)
+        registered(change.kind).write(ctx.view, change.target, change.after)
 
     def verify(self, ctx: TuneContext, change: Change) -> bool:
-        return accessor(change.kind).read(ctx.view, change.target) == change.after
+        return registered(change.kind).read(ctx.view, change.target) == change.after
 
     def describe(self, value: Any) -> str:
         """A value as people read it."""
