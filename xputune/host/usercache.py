@@ -33,6 +33,8 @@ import struct
 import sys
 from typing import NamedTuple
 
+from xputune.host.replace import TMP_MARK, write_replace_at
+
 #: Root's default cache folder (root never uses a HOME-based one).
 ROOT_DIR = "/var/cache/xputune"
 #: An entry: magic, payload length, sha256 of the payload, then the marshal payload.
@@ -324,8 +326,6 @@ def store(kind: str, name: str, data: object, cap: int) -> bool:
         return False
     if len(blob) > cap + _HEADER.size:
         return False
-    from xputune.host.view import write_replace_at  # view imports this module's users
-
     try:
         write_replace_at(where.fd, name, blob, 0o600)
     except OSError:
@@ -344,8 +344,6 @@ def prune(kind: str, prefix: str, keep: str) -> None:
     where = folder(kind) if enabled() else None
     if where is None:
         return
-    from xputune.host.view import TMP_MARK
-
     with contextlib.suppress(OSError):
         for name in os.listdir(where.fd):
             if name.startswith(prefix) and name != keep and TMP_MARK not in name:
