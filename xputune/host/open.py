@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import stat
 
 from xputune.errors import HostError
-from xputune.host.view import DirView, HostView, TarView
+from xputune.host.view import HOST_TOPS, DirView, HostView, TarView
 
 TARBALL_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 EXAMPLE_SUFFIX = ".tar.xz"
@@ -51,7 +52,36 @@ def open_host(root: str | None = None, example: str | None = None) -> HostView:
     if not os.path.exists(root):
         raise HostError(f"{root}: no such file or directory")
     if os.path.isdir(root):
-        return DirView(root)
+        return _dir_view(root)
     if root.endswith(TARBALL_SUFFIXES):
         return TarView(root)
     raise HostError(f"{root}: not a directory or a .tar.{{gz,bz2,xz}} recording")
+
+
+def _dir_view(root: str) -> DirView:
+    """The host tree in folder `root`: the folder itself, or its one top folder.
+
+    A recording extracted as its own advice says (`tar xf rec.tar.xz -C DIR`) leaves its top
+    folder in DIR, so DIR holding no sys/ and no proc/ but one folder that does is read from
+    that folder, and apply under --root DIR changes that folder. The top folder must be a
+    folder itself (lstat, not a link to one): a planted `top -> /` must never make a tree
+    the live host, and a view that comes out live anyway is refused.
+    """
+    try:
+        names = [n for n in os.listdir(root) if not n.startswith(".")]
+    except OSError:
+        return DirView(root)  # discovery names what is wrong with it
+    if any(n in HOST_TOPS for n in names) or len(names) != 1:
+        return DirView(root)
+    inner = os.path.join(root, names[0])
+    try:
+        is_dir = stat.S_ISDIR(os.lstat(inner).st_mode)
+        holds = is_dir and any(os.path.lexists(os.path.join(inner, n)) for n in HOST_TOPS)
+    except OSError:
+        holds = False
+    if not holds:
+        return DirView(root)
+    view = DirView(inner)
+    if view.live:
+        raise HostError(f"{root}: its top folder {names[0]!r} leads to / (changed meanwhile?)")
+    return view

@@ -739,8 +739,30 @@ def _index_well_formed(index: object) -> bool:
     )
 
 
+#: What stands at the top of a plain snapshot (`tar czf snap.tgz -C / sys proc`): there the
+#: archive's own root is the host's, where a recording has one top folder holding them.
+HOST_TOPS = frozenset({"sys", "proc"})
+
+
 class _IndexBuilder:
-    """Turns tarread's member stream into an _Index, refusing what no real recording holds."""
+    """Turns tarread's member stream into an _Index, refusing what no real recording holds.
+
+    Where the host's root is. A recording (`xputune record`, hwloc-gather-topology) holds one
+    top folder with sys/ and proc/ in it; a plain snapshot (`tar czf snap.tgz -C / sys proc`)
+    holds sys/ and proc/ at its top. Members are read as under a top folder, which costs the
+    common case nothing; a second name at the top means a snapshot whose root is the archive's
+    own: what was read so far moves under its folder, once (_rebase), and at the end the top
+    must hold sys/ or proc/. A lone top folder that is itself sys/ or proc/ (a snapshot of one
+    tree: `tar czf s.tgz -C / sys`) moves likewise, unless it holds sys/devices as a
+    recording's top folder does (a recording named sys).
+
+    A member that repeats an earlier one is read as GNU tar extracts it, which is how an
+    archive appended to with `tar -r` (or `tar -A`) reads: a directory again is the same
+    directory; a file, link or special member again replaces the earlier one, the last one
+    wins; a directory replaces a non-directory, and anything replaces an empty directory.
+    Only a directory with members under it cannot be replaced (GNU tar cannot remove it
+    either). A file at the top means there is no top folder.
+    """
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -750,6 +772,7 @@ class _IndexBuilder:
         self.children: dict[str, set[str]] = {"/": set()}
         self.explicit: set[str] = set()  # directories that are members, not only implied
         self.top: str | None = None
+        self.plain = False  # the archive's root is the host's (a plain snapshot)
 
     def build(self, members: Iterable[tuple[str, str, bytes | str]]) -> _Index:
         add = self._add
@@ -761,9 +784,19 @@ class _IndexBuilder:
                 kind, payload = self._hard_link(raw_name, payload)  # type: ignore[arg-type]
             elif kind == "link" and not payload:
                 raise self._bad(f"symlink {shown(raw_name)} has an empty target")
+            if host_path == "/" and kind != "dir" and self.top is not None:
+                self._rebase(self.top)  # a file at the top: no top folder, so a snapshot
+                host_path = "/" + self.top
             add(host_path, kind, payload, raw_name)
         if self.top is None:
             raise self._bad("the tarball is empty")
+        top = self.top
+        if not self.plain and top in HOST_TOPS and self.kinds.get("/sys/devices") != "dir":
+            self._rebase(top)
+        if self.plain and not self.children["/"] & HOST_TOPS:
+            tops = sorted(self.children["/"])
+            found = " and ".join(shown(t) for t in tops[:2]) + (", ..." if len(tops) > 2 else "")
+            raise self._bad(f"expected one top folder, or sys/ and proc/ at the top; found {found}")
         children = {path: list(names) for path, names in self.children.items()}
         return self.kinds, self.data, self.targets, children
 
@@ -772,17 +805,28 @@ class _IndexBuilder:
 
     def _host_path(self, raw_name: str) -> str | None:
         """Where member `raw_name` sits on the host; None for the archive's "./" itself."""
+        name = self._name(raw_name)
+        if not name:
+            return None
+        if self.plain:
+            rel = name
+        else:
+            first, _, rel = name.partition("/")
+            if self.top is None:
+                self.top = first
+            elif first != self.top:
+                self._rebase(self.top)
+                rel = name
+        return self._normal(rel, raw_name)
+
+    def _name(self, raw_name: str) -> str:
         name = raw_name[2:] if raw_name.startswith("./") else raw_name
         if name.startswith("/"):
             raise self._bad(f"member {shown(raw_name)} has an absolute name")
-        name = name.rstrip("/")
-        if not name:
-            return None
-        first, _, rel = name.partition("/")
-        if self.top is None:
-            self.top = first
-        elif first != self.top:
-            raise self._bad(f"expected one top folder, found {shown(self.top)} and {shown(first)}")
+        return name.rstrip("/")
+
+    def _normal(self, rel: str, raw_name: str) -> str:
+        """`rel` as a host path: no "." or empty components; ".." is a root escape."""
         if "." in rel or "//" in rel:
             parts = rel.split("/")
             if ".." in parts:
@@ -792,13 +836,27 @@ class _IndexBuilder:
             rel = "/".join(p for p in parts if p not in ("", "."))
         return "/" + rel if rel else "/"
 
+    def _rebase(self, top: str) -> None:
+        """The archive's root is the host's: what was read so far moves under /`top`."""
+        head = "/" + top
+
+        def moved(path: str) -> str:
+            return head if path == "/" else head + path
+
+        self.kinds = {"/": "dir", **{moved(p): k for p, k in self.kinds.items()}}
+        self.data = {moved(p): d for p, d in self.data.items()}
+        self.targets = {moved(p): t for p, t in self.targets.items()}
+        self.children = {"/": {top}, **{moved(p): c for p, c in self.children.items()}}
+        self.explicit = {moved(p) for p in self.explicit}
+        self.plain = True
+
     def _hard_link(self, raw_name: str, target: str) -> tuple[str, bytes | str]:
         """A hard link repeats an earlier member's data (tar stores it once)."""
         where = f"hard link {shown(raw_name)} -> {shown(target)}"
         if not target:
             raise self._bad(f"{where}: empty target")
         try:
-            real = self._host_path(target)
+            real = self._earlier(target)
         except RecordingError:
             real = None
         kind = self.kinds.get(real) if real else None
@@ -808,14 +866,23 @@ class _IndexBuilder:
             return kind, self.targets[real]  # type: ignore[index]
         raise self._bad(f"{where}: names no earlier file")
 
+    def _earlier(self, raw_name: str) -> str | None:
+        """The host path of an earlier member's name, deciding nothing about the root."""
+        name = self._name(raw_name)
+        if not self.plain:
+            first, _, name = name.partition("/")
+            if first != self.top:
+                return None
+        return self._normal(name, raw_name)
+
     def _add(self, host_path: str, kind: str, payload: bytes | str, raw_name: str) -> None:
         kinds, children = self.kinds, self.children
         existing = kinds.get(host_path)
         if existing is not None:
-            if existing != "dir" or host_path in self.explicit:
-                raise self._bad(f"{shown(raw_name)} appears twice")
-            if kind != "dir":
-                raise self._bad(f"{shown(raw_name)} is a {kind} but other members lie under it")
+            if existing == "dir" and kind == "dir":
+                self.explicit.add(host_path)
+                return  # the same directory again (GNU tar keeps it)
+            self._replace(host_path, existing, kind, raw_name)
         kinds[host_path] = kind
         if kind == "file":
             self.data[host_path] = payload  # type: ignore[assignment]
@@ -839,6 +906,17 @@ class _IndexBuilder:
             elif above != "dir":
                 raise self._bad(f"{shown(raw_name)} lies under {parent}, which is not a directory")
             child = parent
+
+    def _replace(self, host_path: str, existing: str, kind: str, raw_name: str) -> None:
+        """Drop what `host_path` was, as GNU tar removes it before extracting the repeat."""
+        if existing == "dir":
+            if self.children.get(host_path):
+                raise self._bad(f"{shown(raw_name)} is a {kind} but other members lie under it")
+            self.explicit.discard(host_path)
+            self.children.pop(host_path, None)
+        else:
+            self.data.pop(host_path, None)
+            self.targets.pop(host_path, None)
 
 
 class TarView(HostView):
@@ -909,4 +987,4 @@ class TarView(HostView):
         return "file" if kind == "other" else kind
 
 
-__all__ = ["DirView", "HostView", "TarView"]
+__all__ = ["HOST_TOPS", "DirView", "HostView", "TarView"]
