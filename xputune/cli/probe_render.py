@@ -40,7 +40,7 @@ def summary(topo: Topology) -> Text:
     return Text.assemble(
         ("Host ", "bold"),
         text(f"{topo.source}: {topo.cpu.vendor} {topo.cpu.model_name}, "),
-        f"{len(topo.cpu.packages)} package(s), {topo.cpu.logical_cpus} CPUs, ",
+        f"{len(topo.cpu.packages) or 'unknown'} package(s), {topo.cpu.logical_cpus} CPUs, ",
         f"{len(topo.numa_nodes)} NUMA node(s), {total / GIB:,.0f} GiB; ",
         text(f"{len(topo.cards)} card(s) {', '.join(families)}; {len(topo.nics)} NIC(s); "),
         f"{len(topo.pci)} PCI functions",

@@ -12,6 +12,7 @@ import re
 
 from xputune.host.reader import Reader
 from xputune.host.values import (
+    format_cpulist,
     meminfo_bytes,
     parse_cpulist,
     parse_cpumask,
@@ -236,10 +237,41 @@ def _vendor(fields: dict[str, str]) -> str:
 
 
 def _packages_from_sysfs(reader: Reader, cpus: list[int]) -> dict[int, list[int]]:
-    """Packages from each CPU's topology/physical_package_id; one package when not shown."""
+    """Packages from each CPU's topology/physical_package_id; one package when none shows it.
+
+    The kernel writes -1 where the platform does not say which package a CPU is in (POWER
+    and s390 do so on every CPU, SPARC on some): that CPU's package is unknown, never
+    package 0. Such CPUs, and CPUs without the file where others have it, are in no package,
+    with one warning naming the first path and how many CPUs it holds for.
+    """
     packages: dict[int, list[int]] = {}
+    unknown: list[int] = []
+    first: tuple[str, str | None] | None = None  # the first unknown: its path and its text
+    shown_any = False
     for cpu in cpus:
         path = f"{CPU_DIR}/cpu{cpu}/topology/physical_package_id"
-        package = reader.value(path, parse_int) if reader.view.exists(path) else None
-        packages.setdefault(package if package is not None and package >= 0 else 0, []).append(cpu)
-    return packages if len(packages) > 1 or not cpus else {0: cpus}
+        if not reader.view.exists(path):
+            unknown.append(cpu)
+            continue
+        shown_any = True
+        text = reader.text(path)
+        package = None if text is None else reader.parse(path, text, parse_int)
+        if package is None or package < 0:
+            unknown.append(cpu)
+            first = first or (path, text)
+            continue
+        packages.setdefault(package, []).append(cpu)
+    if not shown_any:
+        return {0: cpus} if cpus else {}
+    if unknown:
+        path, text = first or (
+            f"{CPU_DIR}/cpu{unknown[0]}/topology/physical_package_id",
+            None,
+        )
+        reader.odd(
+            path,
+            text,
+            "expected a package number (-1: the platform does not say, as on POWER, s390, SPARC)",
+            f"the package of {len(unknown)} CPU(s) ({format_cpulist(unknown)}) is unknown",
+        )
+    return packages
