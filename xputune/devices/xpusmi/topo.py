@@ -20,6 +20,7 @@ FORM = "topo"
 TITLES = re.compile(r"CPU\s+Affinity|NUMA\s+Affinity|(?:XPU|GPU)\s+NUMA\s+ID", re.I)
 RELATION = re.compile(r"^(?:X|XL[0-9]*|NV[0-9]+|SYS|NODE|PHB|PXB|PIX|SOC|N/A)$", re.ASCII)
 CARD_NAME = re.compile(r"^(XPU|GPU)([0-9]{1,6})$", re.ASCII)
+NIC_NAME = re.compile(r"^NIC[0-9]{1,6}$", re.ASCII)
 DEVICE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$", re.ASCII)
 LEGEND_ITEM = re.compile(r"^(\S+?)\s*[=:](.*)$")
 CANONICAL = {"cpuaffinity": "CPU Affinity", "numaaffinity": "NUMA Affinity"}
@@ -69,6 +70,32 @@ def _legends(lines: list[tuple[int, str]], notes: Notes) -> tuple[dict[str, str]
     return legend, nics
 
 
+def _cut_off(
+    names: list[str],
+    relations: dict[str, dict[str, str | None]],
+    rest: list[tuple[int, str]],
+    notes: Notes,
+) -> None:
+    """Say where the output stops early: a copy-paste cut off mid-matrix must not read whole.
+
+    Every tool prints a row per card, then (when it prints NIC rows at all) a row per NIC,
+    then "Legend:"; so a card without a row, a device without a row where other devices have
+    theirs, or no legend after the matrix means the text ends early. A missing card row is
+    unknown relations, never an absent card.
+    """
+    devices_have_rows = any(not CARD_NAME.match(row) for row in relations)
+    for name in names:
+        if name in relations:
+            continue
+        if CARD_NAME.match(name):
+            notes.add(f"smi topo -m output: no row for {name} (cut off?)")
+            relations[name] = dict.fromkeys(names)
+        elif devices_have_rows:
+            notes.add(f"smi topo -m output: no row for {name} (cut off?)")
+    if not rest:
+        notes.add("smi topo -m output: it ends in the matrix, before its Legend (cut off?)")
+
+
 def parse(text: str) -> SmiReport:
     notes = Notes()
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
@@ -109,14 +136,17 @@ def parse(text: str) -> SmiReport:
                 notes.add(f"smi topo -m output: {row}-{name}: unknown relation {shown(value)}")
         relations[row] = row_relations
         affinity[row] = dict(zip(titles, values[len(names) :], strict=False))
-    for name in names:
-        if CARD_NAME.match(name) and name not in relations:
-            notes.add(f"smi topo -m output: no row for {name} (cut off?)")
-            relations[name] = dict.fromkeys(names)
+    _cut_off(names, relations, rest, notes)
     legend, nics = _legends(rest, notes)
     for name in names:
-        if not CARD_NAME.match(name) and not re.match(r"^NIC[0-9]+$", name):
+        if not CARD_NAME.match(name) and not NIC_NAME.match(name):
             nics.setdefault(name, name)  # an RDMA device named directly in the header
+    unnamed = [n for n in names if NIC_NAME.match(n) and n not in nics]
+    if unnamed and rest:  # (no legend at all is said above)
+        notes.add(
+            f"smi topo -m output: no NIC Legend entry for {', '.join(unnamed)} (cut off?); "
+            "which RDMA device each is, is unknown"
+        )
     cards = []
     vendors = set()
     for name in names:
