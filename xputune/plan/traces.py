@@ -78,6 +78,15 @@ class TraceFormatError(XputuneError):
         self.line = line
 
 
+class EmptyTraceError(TraceFormatError):
+    """A trace with no request in it (an empty file, blank lines only): no curve to draw,
+    said in one line before anything divides by its zero tokens. No line is to blame (0)."""
+
+    def __init__(self, source: str) -> None:
+        XputuneError.__init__(self, f"{source}: the trace is empty (no requests in it)")
+        self.line = 0
+
+
 def _nonneg_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{what} must be an integer, got {value!r}"[:120])
@@ -162,11 +171,14 @@ def parse_mooncake(
 
     The per-line reference reader (json.loads per line); read_trace is the fast one."""
     builder = _Builder()
+    number = 0
     for number, record in _records(lines, source):
         try:
             _mooncake_add(builder, record, block_size)
         except ValueError as exc:
             raise TraceFormatError(source, number, str(exc)) from None
+    if not number:
+        raise EmptyTraceError(source)
     return builder.trace(block_size)
 
 
@@ -222,11 +234,14 @@ def parse_generic(
     """The generic JSONL format (page hashes or token ids per request), line by line."""
     builder = _Builder()
     size = page_size
+    number = 0
     for number, record in _records(lines, source):
         try:
             size = _generic_add(builder, record, size)
         except ValueError as exc:
             raise TraceFormatError(source, number, str(exc)) from None
+    if not number:
+        raise EmptyTraceError(source)
     if size is None:
         raise TraceFormatError(source, 0, "empty trace and no page size")
     return builder.trace(size)
@@ -400,6 +415,7 @@ class TraceReader:
         number = 1  # the line number of the chunk's first line
         parts: list[bytes] = []
         held = 0  # bytes in parts: the start of line `number`
+        requests = False  # a line that is not blank has been seen
         while True:
             data = self.stream.read(self.chunk_bytes)
             if data:
@@ -428,10 +444,13 @@ class TraceReader:
                 self.format = sniff_format(first.decode("utf-8", "replace"))
                 if self.format == "generic":
                     self.size = self.given_block
+            requests = requests or not buf.isspace()
             yield buf, number
             number += _line_count(buf)
             if not data:
                 break
+        if not requests:
+            raise EmptyTraceError(self.source)
         if self.format == "generic" and self.size is None:
             raise TraceFormatError(self.source, 0, "empty trace and no page size")
 
