@@ -1,6 +1,8 @@
-"""The on-demand builder: cache keys, readable failures, checked loading, CUDA under nvcc.
+"""The on-demand builder: cache keys, readable failures, checked loading, CUDA under nvcc;
+native.py's table: a library built with the wheel is used when it matches the sources.
 
-(Libraries planted by another uid: tests/host/test_usercache_attacks.py.)
+(Libraries planted by another uid: tests/host/test_usercache_attacks.py; the wheel itself, built
+and run with no compiler: tests/kernels/test_wheel.py.)
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import pytest
 
 from xputune.errors import UnsupportedError
 from xputune.host import usercache
-from xputune.kernels import build
-from xputune.kernels.backends import cuda
+from xputune.kernels import build, native
 
 
 @pytest.fixture
@@ -142,11 +143,116 @@ def test_a_refused_cache_builds_in_a_private_folder(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(cuda.cuda_toolkit() is None, reason="nvcc not installed")
+@pytest.mark.skipif(native.cuda_toolkit() is None, reason="nvcc not installed")
 def test_cuda_source_compiles_with_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XPUTUNE_CACHE_DIR", str(tmp_path))
-    lib_path = cuda.build_cuda(force=True)
+    lib_path = build.build_native("xt_cuda", force=True)
     lib = build.load_library(lib_path)  # static cudart: loads without a GPU or driver
     for symbol in ("xt_cuda_copy", "xt_cuda_copy_items", "xt_cuda_has_batch"):
         assert hasattr(lib, symbol)
     assert lib.xt_cuda_abi_version() == 1
+
+
+# -- native.py's table: built with the wheel, else on first use --------------------------------
+
+
+@pytest.fixture
+def table(sources: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A table of one WHEEL library t (a.c: v() == 1); returns the package's library folder."""
+    (sources / "a.c").write_text("int v(void) { return 1; }\n")
+    lib = native.Library("t", "test", ("a.c",), native.WHEEL)
+    monkeypatch.setattr(native, "LIBRARIES", {"t": lib})
+    monkeypatch.setattr(native, "PACKAGED_DIR", tmp_path / "libs")
+    (tmp_path / "libs").mkdir()
+    return tmp_path / "libs"
+
+
+def _package(libs: Path, sources: Path, body: str) -> Path:
+    """What setup.py installs: the library under the name native.packaged_name gives it."""
+    (sources / "b.c").write_text(body)
+    built = build.build("b", ["b.c"])
+    target = libs / native.packaged_name(native.LIBRARIES["t"], sources)
+    target.write_bytes(built.read_bytes())
+    return target
+
+
+def _cache_entries(tmp_path: Path) -> list[str]:
+    folder = tmp_path / "cache" / "kernels"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_an_installed_library_is_loaded_and_nothing_is_built(
+    table: Path, sources: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installed = _package(table, sources, "int v(void) { return 7; }\n")
+    before = _cache_entries(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-compilers"))
+    monkeypatch.delenv("CC", raising=False)
+    lib = build.load_native("t")
+    assert lib.v() == 7
+    assert lib._name == str(installed)
+    assert _cache_entries(tmp_path) == before
+    outcome = build.build_all()
+    assert [(o.status, o.detail) for o in outcome] == [("installed", str(installed))]
+
+
+def test_a_library_that_does_not_match_its_sources_is_built_instead(
+    table: Path, sources: Path, tmp_path: Path
+) -> None:
+    stale = _package(table, sources, "int v(void) { return 7; }\n")
+    (sources / "a.c").write_text("int v(void) { return 2; }\n")  # edited after the build
+    assert build.packaged("t") is None
+    lib = build.load_native("t")
+    assert lib.v() == 2
+    assert lib._name.startswith("/proc/self/fd/")  # through the checked cache
+    assert stale.exists()
+    assert [o.status for o in build.build_all()] == ["built"]
+
+
+def test_the_packaged_name_follows_sources_headers_and_flags(sources: Path) -> None:
+    (sources / "a.c").write_text("int v(void) { return 1; }\n")
+    lib = native.Library("t", "test", ("a.c",), native.WHEEL)
+    first = native.packaged_name(lib, sources)
+    assert first.startswith("libt-") and first.endswith(".so")
+    assert native.packaged_name(lib, sources) == first
+    (sources / "x.h").write_text("#define X 1\n")
+    with_header = native.packaged_name(lib, sources)
+    no_flags = native.Library("t", "test", ("a.c",), native.WHEEL, cflags=())
+    flags = native.packaged_name(no_flags, sources)
+    assert len({first, with_header, flags}) == 3
+
+
+def test_build_all_skips_a_missing_toolkit_and_fails_a_missing_compiler(
+    sources: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (sources / "a.c").write_text("int v(void) { return 1; }\n")
+    table = {
+        "c": native.Library("c", "plain", ("a.c",), native.FIRST_USE),
+        "x": native.Library("x", "on xre", ("a.c",), native.FIRST_USE, toolkit="xre"),
+        "n": native.Library("n", "on nvcc", ("a.c",), native.FIRST_USE, toolkit="nvcc"),
+    }
+    monkeypatch.setattr(native, "LIBRARIES", table)
+    for var in ("CC", "NVCC", *native._XRE_ENV):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-cuda"))
+    monkeypatch.setattr(native, "_XRE_DEFAULTS", ())
+    monkeypatch.setenv("PATH", str(tmp_path / "no-compilers"))
+    outcome = {o.title: (o.status, o.detail) for o in build.build_all()}
+    assert outcome == {
+        "plain": ("failed", "no C compiler found (set CC or install gcc)"),
+        "on xre": ("skipped", native.toolchain(table["x"], sources)),
+        "on nvcc": ("skipped", "nvcc not found: set NVCC or CUDA_HOME to build the CUDA backend"),
+    }
+    assert outcome["on xre"][1].startswith("Kunlunxin XRE not found")
+
+
+def test_the_table_holds_what_the_loaders_load() -> None:
+    src_dir = build.source_dir()
+    for lib in native.LIBRARIES.values():
+        for source in lib.sources:
+            assert (src_dir / source).is_file(), source
+        for folder in lib.include_dirs:
+            assert (src_dir / folder).is_dir(), folder
+    wheel = {n for n, lib in native.LIBRARIES.items() if lib.when == native.WHEEL}
+    assert wheel == {"xt_host", "stackdist", "xt_xpu_fake"}  # no vendor toolkit behind them
+    assert all(lib.toolkit for lib in native.LIBRARIES.values() if lib.when != native.WHEEL)

@@ -178,37 +178,19 @@ def build_cmd(
 ) -> None:
     """Build the copy backends into the per-user cache (~/.cache/xputune/kernels).
 
-    host always; the XPU backend against its test runtime always (a C++ compiler is enough);
-    CUDA when nvcc is found (no GPU needed to build); XPU for real when Kunlunxin's XRE headers
-    and libxpurt.so are found (set XRE_HOME). Operators also build what they need at first use.
+    An installed xputune comes with host, stackdist (tiers) and the XPU backend against its
+    test runtime built with the wheel: they are listed as installed, and --force leaves them
+    be. A checkout builds them here (a C and a C++ compiler). CUDA is built when nvcc is found
+    (no GPU needed to build); XPU for real when Kunlunxin's XRE headers and libxpurt.so are
+    found (set XRE_HOME). Operators also build what they need at first use.
 
     Example: xputune kernels build --force
     """
-    from xputune.errors import XputuneError
-    from xputune.kernels import build as kbuild
-    from xputune.kernels.backends import cuda, host, xpu
+    from xputune.kernels.build import build_all
 
-    steps = [
-        ("host", lambda: kbuild.build("xt_host", host.SOURCES, force=force), None),
-        ("xpu (test runtime)", lambda: xpu.build_fake(force=force), None),
-        ("cuda", lambda: cuda.build_cuda(force=force),
-         None if cuda.cuda_toolkit() else "nvcc not found"),
-        ("xpu", lambda: xpu.build_real(force=force),
-         None if xpu.xre_home() else "XRE not found (set XRE_HOME)"),
-    ]  # fmt: skip
-    rows: list[dict[str, str]] = []
-    failed = False
-    for name, step, skip in steps:
-        if skip:
-            rows.append({"backend": name, "status": "skipped", "detail": skip})
-            continue
-        try:
-            path = step()
-        except XputuneError as exc:
-            failed = True
-            rows.append({"backend": name, "status": "failed", "detail": str(exc)})
-        else:
-            rows.append({"backend": name, "status": "built", "detail": str(path)})
+    outcomes = build_all(force=force)
+    rows = [{"backend": o.title, "status": o.status, "detail": o.detail} for o in outcomes]
+    failed = any(o.status == "failed" for o in outcomes)
     if fmt is not Format.table:
         emit_data({"schema_version": 1, "backends": rows}, fmt)
     else:
@@ -216,7 +198,7 @@ def build_cmd(
 
         from xputune.cli.output import add_row
 
-        table = Table(title="copy backends")
+        table = Table(title="native libraries (copy backends, stackdist)")
         for col in ("backend", "status", "detail"):
             table.add_column(col)
         for r in rows:  # a detail is a path or a compiler's message: data

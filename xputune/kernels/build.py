@@ -1,5 +1,10 @@
 """Build C sources from kernels/ on demand into a per-user cache and load them with ctypes.
 
+Which libraries there are, and which of them come built with the wheel, is native.py's table;
+load_native() loads a library by its name there: the one installed inside the package when
+there is one (no compiler needed), else one built here on first use (a checkout, an editable
+install, the CUDA and XPU backends that need the box's toolkit).
+
 No torch C++ ABI is involved: each library exposes a small C ABI, so one build serves every
 Python and torch version. The cache key is a hash of the source, the compiler and its flags, so
 an edited source or another compiler rebuilds, and concurrent first uses do not race (the
@@ -19,18 +24,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import os
 import secrets
-import shutil
 import stat
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
-from xputune.errors import UnsupportedError
+from xputune.errors import UnsupportedError, XputuneError
 from xputune.host import usercache
+from xputune.kernels import native
 
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _loaded: dict[str, ctypes.CDLL] = {}
 #: Descriptors libraries were loaded through, kept open: dlopen knows a library by the name it
 #: was given, so a reused /proc/self/fd/N would hand back the library loaded before.
@@ -42,10 +46,10 @@ _KIND = "kernels"
 
 def source_dir() -> Path:
     """kernels/ of a checkout, or the copy shipped inside an installed package."""
-    for candidate in (_PACKAGE_DIR / "kernels_src", _PACKAGE_DIR.parent / "kernels"):
-        if candidate.is_dir():
-            return candidate
-    raise UnsupportedError("kernel sources not found (neither kernels/ nor xputune/kernels_src/)")
+    found = native.source_dir()
+    if found is None:
+        raise UnsupportedError("kernel sources not found (no kernels/, no xputune/kernels_src/)")
+    return found
 
 
 def cache_dir() -> usercache.Folder:
@@ -57,7 +61,7 @@ def cache_dir() -> usercache.Folder:
 
 
 def compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    cc = native.c_compiler()
     if not cc:
         raise UnsupportedError("no C compiler found (set CC or install gcc)")
     return cc
@@ -77,13 +81,9 @@ def build(
     src_dir = source_dir()
     cc = cc or compiler()
     paths = [src_dir / s for s in sources]
-    digest = hashlib.sha256()
-    for part in (cc, *cflags, *ldflags, *include_dirs):
-        digest.update(part.encode() + b"\0")
-    for path in sorted(paths) + sorted(src_dir.rglob("*.h")):
-        digest.update(str(path.relative_to(src_dir)).encode() + b"\0" + path.read_bytes())
+    key = native.digest(src_dir, sources, (cc, *cflags, *ldflags, *include_dirs))
     folder = cache_dir()
-    target = f"lib{name}-{digest.hexdigest()[:16]}.so"
+    target = f"lib{name}-{key}.so"
     if not force:
         fd = usercache.open_entry(folder, target, LIBRARY_CAP)  # refused: warned, rebuilt
         if fd is not None:
@@ -173,3 +173,85 @@ def load_library(path: Path) -> ctypes.CDLL:
         return ctypes.CDLL(str(path))
     _held.append(fd)
     return ctypes.CDLL(by_fd)
+
+
+# -- the libraries of native.py's table ----------------------------------------------------------
+
+
+def packaged(name: str) -> Path | None:
+    """Library `name` as built with the wheel from the sources shipped beside it, if installed."""
+    try:
+        src_dir = source_dir()
+    except UnsupportedError:  # no sources shipped: nothing to check a library against
+        return None
+    return native.packaged(native.LIBRARIES[name], src_dir)
+
+
+def build_native(name: str, force: bool = False) -> Path:
+    """Build library `name` of native.py's table into the cache with this box's toolchain."""
+    lib = native.LIBRARIES[name]
+    src_dir = source_dir()
+    chain = native.toolchain(lib, src_dir)
+    if isinstance(chain, str):
+        raise UnsupportedError(chain)
+    return build(
+        name, list(lib.sources), cflags=chain.cflags, ldflags=chain.ldflags,
+        include_dirs=chain.include_dirs, cc=chain.cc, force=force,
+    )  # fmt: skip
+
+
+def load_native(name: str) -> ctypes.CDLL:
+    """Library `name` of native.py's table, loaded once per process.
+
+    The one installed inside the package is loaded by path with no cache check: it is as
+    trusted as the package's Python code beside it (whoever can replace the one can replace
+    the other; root-owned when root installed xputune). Without one, it is built on first use
+    and loaded through the checked cache as the module docstring says.
+    """
+    lib = _loaded.get(name)
+    if lib is None:
+        path = packaged(name)
+        if path is None:
+            lib = load_library(build_native(name))
+        else:
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError as exc:
+                raise UnsupportedError(f"{path}: cannot be loaded: {exc}") from None
+        _loaded[name] = lib
+    return lib
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What `xputune kernels build` did for one library."""
+
+    title: str
+    status: str  # "installed" (built with the wheel), "built", "skipped" or "failed"
+    detail: str  # a path, or why not
+
+
+def build_all(force: bool = False) -> list[Outcome]:
+    """Every library of the table: the installed ones as they are, the others built here.
+
+    A library whose toolkit (nvcc, XRE) is missing is skipped; one that fails to build (no
+    compiler, a compiler error) is reported as failed with the first error line.
+    """
+    out = []
+    for lib in native.LIBRARIES.values():
+        path = packaged(lib.name)
+        if path is not None:
+            out.append(Outcome(lib.title, "installed", str(path)))
+            continue
+        if lib.toolkit is not None:
+            chain = native.toolchain(lib, source_dir())
+            if isinstance(chain, str):
+                out.append(Outcome(lib.title, "skipped", chain))
+                continue
+        try:
+            built = build_native(lib.name, force=force)
+        except XputuneError as exc:
+            out.append(Outcome(lib.title, "failed", str(exc)))
+        else:
+            out.append(Outcome(lib.title, "built", str(built)))
+    return out

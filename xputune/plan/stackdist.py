@@ -2,7 +2,8 @@
 
 A pure-Python Fenwick pass over 10 million block accesses takes minutes; the C pass takes a
 second or two, which is what makes an exact curve of a production trace practical. The library
-is built on first use by xputune.kernels.build and cached per user.
+comes built with the wheel (xputune/kernels/native.py's table); a checkout builds it on first
+use into the per-user cache (xputune.kernels.build.load_native).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ _lib = None
 def _kernel():
     global _lib
     if _lib is None:
-        from xputune.kernels.build import load
+        from xputune.kernels.build import load_native
 
-        lib = load("stackdist", ["stackdist.c"])
+        lib = load_native("stackdist")
         lib.xpt_stack_distances.restype = ctypes.c_int64
         lib.xpt_stack_distances.argtypes = [
             _I32P,

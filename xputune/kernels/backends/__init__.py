@@ -69,8 +69,7 @@ def device_backend_name() -> str:
         if forced not in ("cuda", "xpu"):
             raise UnsupportedError(f"XPUTUNE_COPY_BACKEND={forced!r}: expected cuda or xpu")
         return forced
-    from xputune.kernels.backends.cuda import cuda_toolkit
-    from xputune.kernels.backends.xpu import xre_home
+    from xputune.kernels.native import cuda_toolkit, xre_home
 
     if cuda_toolkit() is None and xre_home() is not None:
         return "xpu"

@@ -1,15 +1,14 @@
 """CUDA backend (kernels/cuda_copy.cu): direct mode over the segment table, or the item kernel.
 
-Built with nvcc on first use into the per-user kernel cache; the CUDA runtime is linked
-statically (nvcc's default), so the library does not depend on which libcudart torch ships.
+Built with nvcc on first use into the per-user kernel cache (native.py's xt_cuda: nvcc is on
+the GPU box, not where the wheel is built); the CUDA runtime is linked statically (nvcc's
+default), so the library does not depend on which libcudart torch ships. XPUTUNE_CUDA_ARCH
+picks -arch (sm_75).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xputune.errors import UnsupportedError
@@ -20,36 +19,7 @@ if TYPE_CHECKING:
 
     from xputune.kernels.planner import Endpoint
 
-SOURCES = ["cuda_copy.cu"]
 LAYOUT_CODES = {"layers": 0, "layer_first": 1, "page_first": 2, "page_first_direct": 3}
-
-
-def cuda_toolkit() -> Path | None:
-    """nvcc from $NVCC, PATH, $CUDA_HOME or /usr/local/cuda; None when absent."""
-    for candidate in (
-        os.environ.get("NVCC"),
-        shutil.which("nvcc"),
-        os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
-    ):
-        if candidate and os.access(candidate, os.X_OK):
-            return Path(candidate)
-    return None
-
-
-def build_cuda(force: bool = False) -> Path:
-    """Compile cuda_copy.cu (needs nvcc, not a GPU); XPUTUNE_CUDA_ARCH picks -arch (sm_75)."""
-    nvcc = cuda_toolkit()
-    if nvcc is None:
-        raise UnsupportedError("nvcc not found: set NVCC or CUDA_HOME to build the CUDA backend")
-    arch = os.environ.get("XPUTUNE_CUDA_ARCH", "sm_75")
-    return build.build(
-        "xt_cuda",
-        SOURCES,
-        cflags=("-O3", "-std=c++17", f"-arch={arch}"),
-        ldflags=(),
-        cc=str(nvcc),
-        force=force,
-    )
 
 
 class XtSide(ctypes.Structure):
@@ -70,7 +40,7 @@ class CudaBackend:
     name = "cuda"
 
     def __init__(self) -> None:
-        lib = build.load_library(build_cuda())
+        lib = build.load_native("xt_cuda")
         vp, i64 = ctypes.c_void_p, ctypes.c_int64
         lib.xt_cuda_copy.argtypes = [vp, vp, vp, i64, vp, ctypes.c_int, ctypes.c_int]
         lib.xt_cuda_copy_items.argtypes = [

@@ -1,4 +1,7 @@
-"""Host backend: multi-threaded memcpy over the segment table (kernels/host_copy.c)."""
+"""Host backend: multi-threaded memcpy over the segment table (kernels/host_copy.c).
+
+The library comes built with the wheel (native.py's xt_host); a checkout builds it on first use.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,6 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-SOURCES = ["host_copy.c"]
 _ERANGE_SRC, _ERANGE_DST = -34, -35  # XT_ERANGE_* in kernels/xt_copy.h
 
 
@@ -28,8 +30,8 @@ def _env_threads() -> int:
 
 
 def load_library() -> ctypes.CDLL:
-    """The host library with its argument types declared (built on first use)."""
-    lib = build.load("xt_host", SOURCES)
+    """The host library with its argument types declared."""
+    lib = build.load_native("xt_host")
     vp, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.xt_host_copy.argtypes = [vp, vp, vp, i64, ctypes.c_int]
     lib.xt_host_copy.restype = ctypes.c_int
