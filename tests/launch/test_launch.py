@@ -95,7 +95,8 @@ def test_tp_defaults_to_the_cards_and_odd_sizes_warn(run_cli) -> None:
 
 def test_suggested_commands_name_the_recording(run_cli) -> None:
     _, _, err = _launch(run_cli, "-n", *SEED, "--", "--model-path", "glm-5", "--tp", "8")
-    assert "run `xputune apply --example h3c-hygon-p800`" in err
+    assert "run `xputune apply` on the host it was recorded on; here, on a copy: `mkdir " in err
+    assert "(see `xputune check --example h3c-hygon-p800`)" in err  # reading works on it
 
 
 @pytest.mark.parametrize(

@@ -40,12 +40,37 @@ VERDICT_STYLE = {"ok": "green", "drift": "red", "unsupported": "yellow", "unknow
 
 
 def same_host(root: str | None, example: str | None) -> str:
-    """The --root/--example the user ran, for a suggested command to target the same host."""
+    """The --root/--example the user ran, for a suggested command to target the same host
+    (a command that only reads it; one that changes it is worded by `suggested`)."""
     import shlex
 
     return (f" --root {shlex.quote(root)}" if root else "") + (
         f" --example {shlex.quote(example)}" if example else ""
     )
+
+
+def suggested(words: list[str], view: HostView, root: str | None, mark: str = "") -> str:
+    """`xputune WORDS`, a command that changes the host, worded to work when followed.
+
+    The live host: the command. A folder (--root DIR): the command with --root DIR. A
+    recording (--example NAME, --root FILE) is read-only: the command is for the host it was
+    recorded on, and the line that runs it here first makes a copy (TarView.copy_command),
+    which --root then reads. `mark` goes around each command (a backquote inside a sentence).
+    """
+    import shlex
+
+    from xputune.host.view import TarView
+
+    command = shlex.join(["xputune", *words])
+    if isinstance(view, TarView):
+        make, folder = view.copy_command()
+        return (
+            f"{mark}{command}{mark} on the host it was recorded on; here, on a copy: "
+            f"{mark}{make} && {command} --root {folder}{mark}"
+        )
+    if view.live or not root:
+        return f"{mark}{command}{mark}"
+    return f"{mark}{command} --root {shlex.quote(root)}{mark}"
 
 
 def setup(
@@ -136,15 +161,13 @@ def run_check(
     if ok:
         out.print(f"[green]all {len(rows)} settings hold[/green]")
         return 0
-    import shlex
-
     from rich.text import Text
 
-    again = shlex.join(["xputune", "apply", *selection.persist_args()])
+    fix = suggested(["apply", *selection.persist_args()], view, root)
     out.print(
         Text.assemble(
             (f"{len(rows) - held} of {len(rows)} settings drift", "red"),
-            text(f"; fix them all with: {again}{same_host(root, example)}"),
+            text(f"; fix them all with: {fix}"),
         ),
         soft_wrap=True,
     )

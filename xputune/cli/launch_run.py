@@ -93,12 +93,12 @@ def run_launch(
         launch = policy.prepare(view, topo, request)
     refusal = "; ".join(launch.refusals)
     if launch.drifting:
-        again = "".join(
-            f" {flag} {shlex.quote(v)}"
-            for flag, v in (("--root", root), ("--example", example))
-            if v
-        )
-        refusal += f": run `xputune apply{again}` (see `xputune check{again}`)"
+        from xputune.cli.check_run import same_host, suggested
+
+        profiled = ["--profile", profile] if profile else []
+        fix = suggested(["apply", *profiled], view, root, mark="`")
+        see = shlex.join(["xputune", "check", *profiled]) + same_host(root, example)
+        refusal += f": run {fix} (see `{see}`)"
     if refusal:
         refusal += ", or pass --force"
         if not dry_run:

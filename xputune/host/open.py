@@ -6,9 +6,8 @@ import os
 import stat
 
 from xputune.errors import HostError
-from xputune.host.view import HOST_TOPS, DirView, HostView, TarView
+from xputune.host.view import HOST_TOPS, TARBALL_SUFFIXES, DirView, HostView, TarView
 
-TARBALL_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 EXAMPLE_SUFFIX = ".tar.xz"
 
 

@@ -202,10 +202,14 @@ class HostView(ABC):
             return None
 
     def write_bytes(self, path: str, data: bytes, offset: int | None = None) -> None:
-        raise HostError(f"{self.label} is read-only; extract it to a directory to change it")
+        raise self.read_only_error()
 
     def writable(self) -> bool:
         return False
+
+    def read_only_error(self) -> HostError:
+        """Why nothing can be written here, with what to do instead (TarView says how)."""
+        return HostError(f"{self.label} is read-only")
 
 
 class DirView(HostView):
@@ -919,6 +923,10 @@ class _IndexBuilder:
             self.targets.pop(host_path, None)
 
 
+#: What the name of a recording file ends in.
+TARBALL_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+
+
 class TarView(HostView):
     """A recorded tarball read into memory: one top folder acts as the filesystem root."""
 
@@ -928,6 +936,31 @@ class TarView(HostView):
         index = tarcache.index(path, lambda members: _IndexBuilder(path).build(members),
                                _index_well_formed)  # fmt: skip
         self._kinds, self._data, self._targets, self._children = index
+
+    def copy_command(self) -> tuple[str, str]:
+        """(shell line, folder): a writable copy of this recording in a new folder here.
+
+        `--root FOLDER` reads it (open_host takes the folder tar leaves the recording's top
+        folder in), so apply and rollback can change the copy. The folder is the file's name
+        without its suffix; plain mkdir, so an existing folder of that name stops the line
+        instead of being written into.
+        """
+        import shlex
+
+        name = posixpath.basename(self.label)
+        for suffix in sorted(TARBALL_SUFFIXES, key=len, reverse=True):
+            if name.endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                break
+        folder = shlex.quote(name if name[:1] not in ("-", ".", "") else f"./{name}")
+        return f"mkdir {folder} && tar xf {shlex.quote(self.label)} -C {folder}", folder
+
+    def read_only_error(self) -> HostError:
+        line, folder = self.copy_command()
+        return HostError(
+            f"{self.label} is a read-only recording; to change a copy of it, run: {line}, "
+            f"then pass --root {folder}"
+        )
 
     def _realpath(self, path: str) -> str:
         if not path.startswith("/"):
@@ -987,4 +1020,4 @@ class TarView(HostView):
         return "file" if kind == "other" else kind
 
 
-__all__ = ["HOST_TOPS", "DirView", "HostView", "TarView"]
+__all__ = ["HOST_TOPS", "TARBALL_SUFFIXES", "DirView", "HostView", "TarView"]

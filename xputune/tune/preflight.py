@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from xputune.errors import HostError, PermissionRequired
+from xputune.errors import PermissionRequired
 from xputune.host import HostView
 
 LOCKDOWN = "/sys/kernel/security/lockdown"
@@ -36,11 +36,9 @@ def lockdown_level(view: HostView) -> str:
 
 
 def require_writable(view: HostView) -> None:
+    """A recording is read-only: its error names the commands that make a copy to change."""
     if not view.writable():
-        raise HostError(
-            f"{view.label} is a read-only recording; extract it to a directory "
-            "(tar xf) and pass that directory as --root to change it"
-        )
+        raise view.read_only_error()
 
 
 def require_root(view: HostView, action: str) -> None:
