@@ -1,4 +1,4 @@
-"""`xputune launch sglang`: probe, plan, check, then exec SGLang with all of it."""
+"""`xputune launch sglang` and `launch l3-donors`: thin typer commands over their runners."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Annotated
 
 import typer
 
-from xputune.cli.checks import MAX_TP, given
+from xputune.cli.checks import MAX_GB, MAX_TP, given
 from xputune.cli.common import ExampleOpt, RootOpt
 from xputune.cli.completion import complete_profiles
+from xputune.cli.donors_run import run_donors
 from xputune.cli.launch_run import run_launch
 from xputune.cli.plan_opts import (
     CardsOpt,
@@ -29,7 +30,7 @@ from xputune.cli.plan_opts import (
 
 launch_app = typer.Typer(
     help="Launch a serving engine with the probe's bindings, the plan's tier and the cache "
-    "plugin switched on.",
+    "plugin switched on; or a decode node's L3 donors.",
     no_args_is_help=True,
 )
 
@@ -149,6 +150,75 @@ def sglang(
         features=features,
         profile=profile, force=force, dry_run=dry_run, stats_dir=stats_dir, root=root,
         example=example,
+    )  # fmt: skip
+
+
+@launch_app.command("l3-donors", help=run_donors.__doc__)
+def l3_donors(
+    l3_master: Annotated[
+        str,
+        typer.Option(
+            "--l3-master",
+            help="mooncake_master's address, HOST:PORT: where every donor mounts its segment "
+            "(in Kubernetes its Service, xputune-l3-master.NAMESPACE.svc:50051).",
+            metavar="HOST:PORT",
+            callback=given,
+        ),
+    ],
+    l3_host: Annotated[
+        str | None,
+        typer.Option(
+            "--l3-host",
+            help="This node's address, the one the other nodes reach its donors at (in "
+            "Kubernetes the pod's IP from the downward API). Default: $MOONCAKE_HOST.",
+            metavar="ADDR",
+            callback=given,
+        ),
+    ] = None,
+    l3_protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--l3-protocol", help="Mooncake's transport: rdma (default) or tcp.", metavar="tcp|rdma"
+        ),
+    ] = None,
+    l3_segment_gb: Annotated[
+        float | None,
+        typer.Option(
+            "--l3-segment-gb",
+            help="At most this many GB donated by the node, split over its donors (default: "
+            "all its NICs' nodes can spare).",
+            min=0,
+            max=MAX_GB,
+        ),
+    ] = None,
+    l3_pool_gb: Annotated[
+        float | None,
+        typer.Option(
+            "--l3-pool-gb",
+            help="The whole pool's size in GB, to say how many nodes like this one fill it.",
+            min=0,
+            max=MAX_GB,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Run the donors unbound when numactl is missing. Never runs from "
+            "--root/--example: those are dry runs only.",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", "-n", help="Print one shell line per donor; run nothing."),
+    ] = False,
+    root: RootOpt = None,
+    example: ExampleOpt = None,
+) -> int:
+    return run_donors(
+        l3_master=l3_master, l3_host=l3_host, l3_protocol=l3_protocol,
+        l3_segment_gb=l3_segment_gb, l3_pool_gb=l3_pool_gb, force=force, dry_run=dry_run,
+        root=root, example=example,
     )  # fmt: skip
 
 

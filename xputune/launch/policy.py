@@ -32,11 +32,11 @@ class Launch:
     drifting: bool = False
 
 
-def refuse_recording(from_recording: bool, dry_run: bool) -> None:
+def refuse_recording(from_recording: bool, dry_run: bool, what: str = "SGLang") -> None:
     if from_recording and not dry_run:
         raise LaunchError(
             "the topology comes from --root/--example, not from this host: a launch would run "
-            "SGLang here with another machine's bindings (--force does not change that); drop "
+            f"{what} here with another machine's bindings (--force does not change that); drop "
             "--root/--example, or add --dry-run"
         )
 

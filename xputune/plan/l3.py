@@ -481,7 +481,7 @@ def _node_memory(
 def plan_decode(
     topo: Topology,
     bindings: Bindings | None,
-    geometry: KVGeometry,
+    geometry: KVGeometry | None,
     req: L3Request,
     reserve: Reserve | None = None,
 ) -> L3Plan:
@@ -489,6 +489,8 @@ def plan_decode(
 
     Each donor's segment is what its node can spare after the OS share, RDMA buffers and the
     decode ranks bound there; --l3-segment-gb caps the node's total, split in proportion.
+    The donors do not depend on the model: without a geometry (`launch l3-donors` takes no
+    model) the pool's size in tokens is unknown (store_bytes_per_token 0, pool_tokens None).
     """
     reserve = reserve or Reserve()
     nics = [n for n in topo.nics if n.rdma and n.operstate in (None, "up")]
@@ -551,14 +553,13 @@ def plan_decode(
         )
     protocol = req.protocol or "rdma"
     segment = sum(d.segment_bytes for d in donors)
+    store_bpt = store_bytes_per_token(geometry) if geometry is not None else 0
     return L3Plan(
         request=req,
         protocol=protocol,
-        store_bytes_per_token=store_bytes_per_token(geometry),
+        store_bytes_per_token=store_bpt,
         pool_bytes=int(req.pool_gb * GB) if req.pool_gb else None,
-        pool_tokens=int(req.pool_gb * GB) // store_bytes_per_token(geometry)
-        if req.pool_gb
-        else None,
+        pool_tokens=int(req.pool_gb * GB) // store_bpt if req.pool_gb and store_bpt else None,
         segment_bytes=segment,
         ranks=(),
         nodes=tuple(

@@ -1,0 +1,70 @@
+"""`xputune launch l3-donors` itself, free of typer: the typer command (cli/launch_cmds.py) only
+hands its options to run_donors, whose docstring is the command's help."""
+
+from __future__ import annotations
+
+import sys
+
+from xputune.host import open_host
+
+
+def run_donors(
+    l3_master: str,
+    l3_host: str | None,
+    l3_protocol: str | None,
+    l3_segment_gb: float | None,
+    l3_pool_gb: float | None,
+    force: bool,
+    dry_run: bool,
+    root: str | None,
+    example: str | None,
+) -> int:
+    """Run this decode node's DRAM donors for the L3 pool: one mooncake_client per RDMA NIC.
+
+    Plans the donors as `xputune plan --l3 mooncake --role decode` does (each NIC's donor
+    mounts what its NUMA node can spare after the OS, RDMA buffers and the decode ranks of
+    every card; --l3-segment-gb caps the node's total), then starts each one bound with numactl
+    to its NIC's node and supervises them as one set: SIGTERM and SIGINT are forwarded to all,
+    and when one ends the others are stopped and the command exits with status 1, so systemd
+    or Kubernetes restarts the whole set. Exits 0 when stopped by SIGTERM, 130 by SIGINT.
+
+    It first says in one line what is missing: mooncake_client (the mooncake package's own
+    binary, else PATH), numactl (--force runs the donors unbound, and says so), this node's
+    address (--l3-host, else MOONCAKE_HOST), an RDMA NIC that is up. --dry-run prints the
+    commands, one shell line per donor, and runs nothing; with --root/--example it is the only
+    way to run (nothing acts on this host with a recording's data). The master is one process
+    per cluster: `xputune plan --l3 mooncake --role decode` prints its command.
+
+    Examples:
+
+        xputune launch l3-donors -n --example h3c-hygon-p800 --l3-master m1:50051
+
+        xputune launch l3-donors --l3-master m1:50051 --l3-host 10.0.0.7 --l3-segment-gb 512
+    """
+    from xputune.cli.plan_run import _shell
+    from xputune.launch import donors, policy
+    from xputune.launch.sglang import LaunchError
+    from xputune.plan.l3 import L3Request
+    from xputune.topology.discover import discover
+    from xputune.userfiles import printable
+
+    policy.refuse_recording(bool(root or example), dry_run, "the donors")
+    request = L3Request(
+        "mooncake", pool_gb=l3_pool_gb, segment_gb=l3_segment_gb, protocol=l3_protocol,
+        role="decode", master=l3_master, local_hostname=l3_host,
+    )  # fmt: skip
+    topo = discover(open_host(root, example))
+    prepared = donors.prepare(topo, request, force=force, live=not dry_run)
+    for line in prepared.notes:  # NIC names and the host's values: data
+        sys.stderr.write(printable(line) + "\n")
+    if prepared.refusals:
+        refusal = "; ".join(prepared.refusals)
+        if not dry_run:
+            raise LaunchError(refusal)
+        sys.stderr.write(printable(f"would refuse: {refusal}") + "\n")
+    if dry_run:
+        for command in prepared.commands:
+            print(printable(_shell(command)))
+        return 0
+    sys.stderr.flush()
+    return donors.supervise(prepared.commands, prepared.names)
