@@ -30,8 +30,9 @@ def _trace(tmp: Path) -> str:
     return str(path)
 
 
-def _tree(tmp: Path) -> str:
-    """The seed box example extracted, with one applied transaction to roll back."""
+def _tree(tmp: Path, *more: str, watched: bool = False) -> str:
+    """The seed box example extracted, with one applied transaction to roll back (`more`:
+    further apply flags); `watched`: and one pass of `watch --once` after it."""
     from xputune.cli.entry import main
     from xputune.host.open import example_path
 
@@ -39,7 +40,9 @@ def _tree(tmp: Path) -> str:
         tar.extractall(tmp / "tree", filter="tar")
     root = str(next((tmp / "tree").iterdir()))
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["apply", "--root", root, "--profile", "hygon-p800", "-f", "json"]) == 0
+        assert main(["apply", "--root", root, "--profile", "hygon-p800", *more, "-fjson"]) == 0
+        if watched:
+            assert main(["watch", "--once", "--root", root]) == 0
     return root
 
 
@@ -130,7 +133,20 @@ CASES: dict[str, list[Case]] = {
     ],
     "check": [lambda _: ["check", *EXAMPLE, "-f", "json"]],
     "apply": [lambda _: ["apply", *EXAMPLE, "--dry-run", "-f", "json"]],
-    "rollback": [lambda tmp: ["rollback", "--root", _tree(tmp), "-f", "json"]],
+    "rollback": [
+        lambda tmp: ["rollback", "--root", _tree(tmp), "-f", "json"],
+        lambda tmp: ["rollback", "--dry-run", "--root", _tree(tmp), "-f", "json"],
+    ],
+    "status": [
+        lambda _: ["status", *EXAMPLE, "-f", "json"],
+        lambda tmp: ["status", "--root", _tree(tmp), "-f", "json"],
+        lambda tmp: [
+            "status",
+            "--root",
+            _tree(tmp, "--persist", "--watch", watched=True),
+            "-fjson",
+        ],
+    ],
     "recommend": [lambda _: ["recommend", *EXAMPLE, "-f", "json"]],
     "profiles": [lambda _: ["profiles", "-f", "json"]],
     "profile": [

@@ -27,7 +27,10 @@ TITLES = {
     "reports them",
     "check": "xputune check --format json: each knob of a profile against the host",
     "apply": "xputune apply --format json: the changes of one transaction (planned or made)",
-    "rollback": "xputune rollback --format json: the original values restored",
+    "rollback": "xputune rollback --format json: the original values restored (with "
+    "--dry-run: the ones a rollback would restore)",
+    "status": "xputune status --format json: the profile applied, the units and the watch "
+    "that keep it, and whether it holds now",
     "recommend": "xputune recommend --format json: the profile that fits the host, and why",
     "profiles": "xputune profiles --format json: the tuning profiles",
     "profile": "xputune profiles NAME --format json: one profile's effective settings",
@@ -59,6 +62,7 @@ MAPS = {
     "plan": {"$.env", "$.l3.device_map"},
     "bench-host": {"$.runs[].placement.pages_per_node"},
     "fleet-report": {"$.hosts[].check.not_holding"},
+    "status": {"$.watch.events", "$.watch.drift", "$.watch.reapplies", "$.watch.failures"},
 }
 
 

@@ -29,7 +29,8 @@ from xputune.tune.journal import (
 )
 from xputune.tune.knobs import KNOBS, Row, TuneContext, Want
 from xputune.tune.lock import StateLock
-from xputune.tune.state import state_dir
+from xputune.tune.pending import Pending, pending
+from xputune.tune.state import readable_state_dir, state_dir
 from xputune.tune.steps import Change
 from xputune.tune.transaction import Restored, rollback, run
 
@@ -52,6 +53,18 @@ class Selection:
     overrides: dict[str, Any] = field(default_factory=dict)  # knob -> raw flag value
     overridden: tuple[str, ...] = ()  # flags overriding critical settings of a given profile
 
+    def _overrides_critical(self) -> bool:
+        """Whether a flag sets a critical knob of the profile to another value. Without
+        --profile that needs no --force (the flags narrow the recommended profile to their
+        knobs), but the flags below name the profile, and read back with it they would."""
+        for knob in self.overrides:
+            was, now = self.profile.knobs.get(knob), self.wants.get(knob)
+            if was is None or now is None or was.severity != "critical":
+                continue
+            if not was.holds(now.value):
+                return True
+        return False
+
     def persist_args(self) -> list[str]:
         """The flags that reproduce this selection at boot."""
         try:
@@ -64,13 +77,64 @@ class Selection:
                 args.append("--ido" if raw else "--no-ido")
             else:
                 args += [FLAGS[knob], str(raw)]
-        if self.overridden:
+        if self.overridden or self._overrides_critical():
             args.append("--force")
         managed = set(self.wants)
         skipped = [k for k in self.profile.knobs if k not in managed]
         for knob in skipped:
             args += ["--skip", knob]
         return args
+
+
+@dataclass(frozen=True)
+class SelectionArgs:
+    """The selection flags of Selection.persist_args, read back (parse_selection_args)."""
+
+    profile: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    skip: tuple[str, ...] = ()
+    force: bool = False
+
+    def select(self, topology: Topology) -> Selection:
+        """The selection these flags made: the same profile, overrides and knobs."""
+        selection = select(topology, self.profile, dict(self.overrides), None, list(self.skip))
+        require_force(selection, self.force)
+        return selection
+
+
+#: The value flags of persist_args, by flag: the knob each sets.
+_VALUE_FLAGS = {flag: knob for knob, flag in FLAGS.items() if knob != "pcie.ido"}
+
+
+def parse_selection_args(args: list[str]) -> SelectionArgs:
+    """Read back the flags Selection.persist_args wrote (into a journal's command or a unit's
+    ExecStart): `--profile P`, knob flags, `--force`, `--skip K`. XputuneError naming the word
+    for anything else, so a selection is never half read."""
+    profile: str | None = None
+    overrides: dict[str, Any] = {}
+    skip: list[str] = []
+    force = False
+    words = iter(args)
+    for word in words:
+        if word in ("--ido", "--no-ido"):
+            overrides["pcie.ido"] = word == "--ido"
+        elif word == "--force":
+            force = True
+        elif word in ("--profile", "--skip", *_VALUE_FLAGS):
+            value = next(words, None)
+            if value is None:
+                raise XputuneError(f"selection flags {args!r}: {word} without its value")
+            if word == "--profile":
+                profile = value
+            elif word == "--skip":
+                skip.append(value)
+            else:
+                overrides[_VALUE_FLAGS[word]] = value
+        else:
+            raise XputuneError(f"selection flags {args!r}: {word!r} is not one of apply's")
+    if not profile:
+        raise XputuneError(f"selection flags {args!r}: no --profile")
+    return SelectionArgs(profile, overrides, tuple(skip), force)
 
 
 def discover(view: HostView) -> Topology:
@@ -256,9 +320,11 @@ def apply(
                 "--watch: the watch service listens to udev and needs pyudev on this host: "
                 "pip install 'xputune[udev]' (nothing was changed)"
             )
+    # What the units will need at boot, said before anything (also by a dry run).
+    needs = persist.interpreter_warnings() if persist_unit else []
     if dry_run:
         changes = plan(ctx, selection, persist_unit, watch_unit, keep)
-        warnings = []
+        warnings = list(needs)
         try:
             run_preflight(ctx, changes)
         except XputuneError as exc:
@@ -288,11 +354,11 @@ def apply(
         if not changes:
             if not reapply:
                 clear_rolled_back(folder)
-            return ApplyResult([], False)
+            return ApplyResult([], False, warnings=needs)
         txn = run(ctx, changes, journal, selection.profile.name, command)
         if not reapply:
             clear_rolled_back(folder)
-    result = ApplyResult(changes, False, txn, journal.path)
+    result = ApplyResult(changes, False, txn, journal.path, warnings=list(needs))
     if persist_unit and any(c.knob == "persist" for c in changes):
         restart = (persist.WATCH_UNIT_NAME,) if watch_unit else ()
         result.warnings += persist.reload_systemd(view, restart)
@@ -311,9 +377,19 @@ class RollbackResult:
     journal: str | None
     transactions: int
     warnings: list[str] = field(default_factory=list)
+    #: A dry run: nothing was restored; `pending` says what a rollback would restore.
+    dry_run: bool = False
+    pending: list[Pending] = field(default_factory=list)
 
 
-def rollback_host(view: HostView, wait: bool = False) -> RollbackResult:
+def rollback_host(view: HostView, wait: bool = False, dry_run: bool = False) -> RollbackResult:
+    """Restore every original of the journal (see transaction.rollback), or with `dry_run`
+    say what that would restore and change nothing: no lock is taken (so `wait` does not
+    matter), no file is written or cleaned, root is not needed where the state directory is
+    readable (else PermissionRequired, one line), and a recording can be asked too. A dry
+    run refuses a journal exactly when the real rollback would (JournalError)."""
+    if dry_run:
+        return _rollback_plan(view)
     preflight.require_writable(view)
     preflight.require_root(view, "xputune rollback")
     folder = state_dir(view, create=False)
@@ -332,6 +408,28 @@ def rollback_host(view: HostView, wait: bool = False) -> RollbackResult:
                if r.step.knob == "persist" and r.step.original is None}  # fmt: skip
     warnings = persist.stop_removed(view, {p for p in removed if isinstance(p, str)})
     return RollbackResult(restored, journal.path, len(active), warnings)
+
+
+def _rollback_plan(view: HostView) -> RollbackResult:
+    folder = readable_state_dir(view)
+    if folder is None:
+        return RollbackResult([], None, 0, dry_run=True)
+    journal = Journal(folder, clean=False)
+    active = journal.active()
+    if not active:
+        return RollbackResult([], None, 0, dry_run=True)
+    steps = pending(view, journal)
+    warnings = []
+    if not view.writable():
+        warnings.append(f"{view.label} is a read-only recording: a rollback cannot change it")
+    elif view.live and preflight.geteuid() != 0:
+        warnings.append("a rollback changes kernel settings and needs root (sudo)")
+    if any(p.step.kind == "pci-bits" for p in steps):
+        try:
+            preflight.require_pci_writes(view)
+        except XputuneError as exc:
+            warnings.append(f"a real rollback would stop here: {exc}")
+    return RollbackResult([], journal.path, len(active), warnings, True, steps)
 
 
 # -- the --format json documents of check, apply and rollback (schemas "check", "apply",
@@ -365,9 +463,13 @@ def apply_document(view: HostView, selection: Selection, result: ApplyResult) ->
 
 
 def rollback_document(view: HostView, result: RollbackResult) -> dict[str, Any]:
+    """What was restored, or for a dry run (`dry_run`: true, `restored` empty) what would be:
+    `would_restore`, newest first, each step's knob, place, target, value now and original."""
     return {
         "schema_version": 1,
         "host": view.label,
+        "dry_run": result.dry_run,
+        "journal": result.journal,
         "transactions": result.transactions,
         "restored": [
             {
@@ -377,4 +479,6 @@ def rollback_document(view: HostView, result: RollbackResult) -> dict[str, Any]:
             }
             for r in result.restored
         ],
+        "would_restore": [p.as_dict() for p in result.pending],
+        "warnings": result.warnings,
     }

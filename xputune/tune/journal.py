@@ -32,10 +32,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from xputune import __version__
 from xputune.errors import HostError
 from xputune.host.view import DEFAULT_READ_CAP, clean_tmp_at, write_replace_at
 from xputune.tune.errors import JournalError
-from xputune.tune.state import open_state_fd
+from xputune.tune.state import needs_root, open_state_fd
 
 SCHEMA_VERSION = 1
 JOURNAL = "journal.json"
@@ -44,6 +45,9 @@ MAX_JOURNAL = DEFAULT_READ_CAP
 HISTORY = "history"
 #: Present while the host is rolled back and not applied since (see mark_rolled_back).
 ROLLED_BACK_MARK = "rolled-back"
+
+#: Commands whose journaled words after the verb are the selection flags they applied.
+SELECTING_VERBS = ("apply", "watch")
 
 IN_PROGRESS = "in-progress"
 APPLIED = "applied"
@@ -85,11 +89,25 @@ class Transaction:
     error: str | None = None
     #: The profile's platform_registers this apply could write (what validation allows).
     platform_registers: list[dict[str, Any]] = field(default_factory=list)
+    #: The xputune version that wrote the transaction (None: a journal from before it was
+    #: recorded; `xputune status` says "unknown").
+    version: str | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Transaction:
         steps = [Step(**step) for step in raw.get("steps", [])]
         return cls(**{**raw, "steps": steps})
+
+    def selection_args(self) -> list[str] | None:
+        """The selection flags this transaction applied (engine.Selection.persist_args), read
+        from its command: `apply ARGS` or, for a watch's re-apply, `watch ARGS`. None for a
+        command of another shape (written by a test, or by hand)."""
+        command = self.command
+        if not isinstance(command, list) or not command or command[0] not in SELECTING_VERBS:
+            return None
+        if not all(isinstance(word, str) for word in command):
+            return None
+        return list(command[1:])
 
 
 def _now() -> str:
@@ -99,8 +117,12 @@ def _now() -> str:
 class Journal:
     """The journal file of one state directory."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, clean: bool = True) -> None:
+        """Load the journal of `folder`. `clean` removes temporary files a killed writer left,
+        which only a holder of the state lock may do; a reader without the lock (a dry-run
+        rollback, `xputune status`, the watch choosing its profile) passes False."""
         self.folder = folder
+        self._clean = clean
         self.path = os.path.join(folder, JOURNAL)
         self.host = ""
         #: The machine-id the journal belongs to (kept from the file, else this host's).
@@ -113,13 +135,20 @@ class Journal:
             dir_fd = open_state_fd(self.folder)
         except FileNotFoundError:
             return
+        except PermissionError:
+            raise needs_root(self.folder) from None
         except HostError as exc:
             if isinstance(exc.__cause__, FileNotFoundError):
                 return
+            if isinstance(exc.__cause__, PermissionError):
+                raise needs_root(self.folder) from None
             raise JournalError(str(exc)) from exc
         try:
-            clean_tmp_at(dir_fd, (JOURNAL,))
+            if self._clean:
+                clean_tmp_at(dir_fd, (JOURNAL,))
             data = _read_at(dir_fd, JOURNAL, self.path)
+        except PermissionError:
+            raise needs_root(self.path) from None
         except OSError as exc:
             raise JournalError(
                 f"journal {self.path} is unreadable ({exc.strerror or exc}); inspect it and "
@@ -176,11 +205,21 @@ class Journal:
                 return txn
         return None
 
+    def last_applied(self) -> Transaction | None:
+        """The newest finished transaction whose selection is known (an apply, or a watch's
+        re-apply): what the host was last set to and is to be held at; None when there is
+        none (no journal, rolled back, or only transactions of another shape)."""
+        for txn in reversed(self.transactions):
+            if txn.state == APPLIED and txn.selection_args() is not None:
+                return txn
+        return None
+
     # -- updates ----------------------------------------------------------------------------
     def begin(self, profile: str, command: list[str], host: str) -> Transaction:
         """A new transaction; it reaches the disk with its first step."""
         stamp = time.strftime("%Y%m%dT%H%M%S")
         txn = Transaction(f"{stamp}-{os.getpid()}", _now(), IN_PROGRESS, profile, command, [])
+        txn.version = __version__
         self.host = self.host or host
         self.transactions.append(txn)
         return txn

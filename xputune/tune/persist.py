@@ -14,6 +14,9 @@ it like the boot unit and, on the live host, stops it.
 
 Both units start in / at boot, so every path they carry is absolute: the interpreter, and a
 profile given as a file (resolved at apply time against the caller's folder, see unit_args).
+What they need at boot (the interpreter, the xputune package) is asserted (AssertPathExists=),
+so a moved virtual environment or clone fails the unit by name, and apply --persist warns
+when one of those lies where things move (a git clone, /home, /root; see interpreter_warnings).
 Both run sandboxed (see _HARDENING for what stays open and why).
 """
 
@@ -294,6 +297,88 @@ def _interpreter() -> str:
     return os.path.abspath(sys.executable)
 
 
+# -- what the units depend on ------------------------------------------------------------------
+# A unit runs `<this python> -m xputune` at every boot, long after the apply that wrote it.
+# When that python is a virtual environment in a git clone, or xputune is imported from one
+# (an editable install), moving or deleting the clone breaks the unit, and systemd's only
+# word for it would be status=203/EXEC, or a ModuleNotFoundError in the journal. So every path
+# the unit needs becomes an AssertPathExists= (a moved clone fails the unit at boot, saying
+# which path is gone), and apply says plainly when one of them lives where things move.
+
+#: Folders whose contents are people's own and move with them.
+MOVABLE_HOMES = ("/home", "/root")
+
+
+def _package_dir() -> str:
+    import xputune
+
+    return os.path.dirname(os.path.abspath(xputune.__file__))
+
+
+def dependencies() -> list[str]:
+    """The paths a unit written now needs at boot: the interpreter and the xputune package."""
+    return list(dict.fromkeys((_interpreter(), _package_dir())))
+
+
+def _git_work_tree(path: str) -> str | None:
+    """The work tree of a git clone `path` lies in (a folder holding .git), or None."""
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    while True:
+        if os.path.lexists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def movable(path: str) -> str | None:
+    """Why `path` may not be there at the next boot (in a git clone, or under /home or /root),
+    or None."""
+    tree = _git_work_tree(path)
+    if tree is not None:
+        return f"inside the git work tree {tree}"
+    for home in MOVABLE_HOMES:
+        if path == home or path.startswith(home + "/"):
+            return f"under {home}"
+    return None
+
+
+def interpreter_warnings() -> list[str]:
+    """What apply --persist says when the units depend on paths that can move: which paths,
+    why, and how to make the units survive. [] for a system-wide install."""
+    interpreter, package = _interpreter(), _package_dir()
+    real = os.path.realpath(interpreter)
+    said = []
+    why, why_real = movable(interpreter), movable(real) if real != interpreter else None
+    if why or why_real:
+        run = f"run {interpreter}" + (f" ({why})" if why else "")
+        said.append(run + (f", which is {real} ({why_real})" if why_real else ""))
+    if why_package := movable(package):
+        said.append(f"import xputune from {package} ({why_package})")
+    if not said:
+        return []
+    return [
+        f"the boot and watch units {' and '.join(said)}: if that moves or is deleted, the "
+        "units fail at boot (AssertPathExists= names the missing path) and these settings "
+        "are not re-applied. To make them survive, install xputune system-wide (pip install "
+        "--prefix /usr/local xputune, or pipx install xputune) and re-run xputune apply "
+        "--persist with that install"
+    ]
+
+
+def _assertions() -> str:
+    """AssertPathExists= lines for dependencies(). A path is written as it is, `%` doubled
+    (the only specifier syntax a path line has); one systemd would not read back unchanged
+    (a control character, blanks at either end, which the parser strips) gets no line."""
+    lines = []
+    for path in dependencies():
+        if path != path.strip() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+            continue
+        lines.append(f"AssertPathExists={path.replace('%', '%%')}\n")
+    return "".join(lines)
+
+
 # -- hardening (systemd.exec(5)) -------------------------------------------------------------
 # What the units must still do: write PCI config space, THP and other /sys attributes and
 # /proc/sys/kernel/numa_balancing (so no ProtectKernelTunables, and /sys, /proc stay
@@ -353,6 +438,7 @@ def unit_text(args: list[str]) -> str:
         "After=systemd-modules-load.service local-fs.target\n"
         "Before=multi-user.target\n"
         "DefaultDependencies=no\n"
+        f"{_assertions()}"
         "\n"
         "[Service]\n"
         "Type=oneshot\n"
@@ -379,6 +465,7 @@ def watch_unit_text(args: list[str]) -> str:
         "Description=xputune watch: re-apply host tuning after card resets, hot-plug and "
         "driver rebinds\n"
         f"After={UNIT_NAME} systemd-udevd.service\n"
+        f"{_assertions()}"
         "\n"
         "[Service]\n"
         "Type=simple\n"
@@ -417,18 +504,33 @@ WATCH = Unit(WATCH_UNIT_NAME, "watch", watch_unit_text, "watch and re-apply", "-
 UNITS = (BOOT, WATCH)
 
 
-def installed_args(unit: str, verb: str = "apply") -> list[str] | None:
-    """The flags an installed unit passes to `xputune VERB` (None: not a unit of ours)."""
+def exec_argv(unit: str) -> list[str] | None:
+    """The argv of a unit's first ExecStart= (None: none, or not in the syntax we write)."""
     for line in unit.splitlines():
         if line.startswith("ExecStart="):
             try:
-                words = parse_exec(line[len("ExecStart=") :])
+                return parse_exec(line[len("ExecStart=") :])
             except (ValueError, IndexError):
                 return None
-            if verb not in words:
-                return None
-            return [w for w in words[words.index(verb) + 1 :] if w != "--wait"]
     return None
+
+
+def installed_args(unit: str, verb: str = "apply") -> list[str] | None:
+    """The flags an installed unit passes to `xputune VERB` (None: not a unit of ours)."""
+    words = exec_argv(unit)
+    if words is None or verb not in words:
+        return None
+    return [w for w in words[words.index(verb) + 1 :] if w != "--wait"]
+
+
+def asserted_paths(unit: str) -> list[str]:
+    """The paths a unit asserts (AssertPathExists=, as _assertions writes them)."""
+    prefix = "AssertPathExists="
+    return [
+        line[len(prefix) :].strip().replace("%%", "%")
+        for line in unit.splitlines()
+        if line.startswith(prefix) and line[len(prefix) :].strip().startswith("/")
+    ]
 
 
 def check_row(view: HostView, args: list[str], unit: Unit = BOOT) -> Row | None:

@@ -15,7 +15,7 @@ import contextlib
 import os
 import stat
 
-from xputune.errors import HostError
+from xputune.errors import HostError, PermissionRequired
 from xputune.host import HostView
 from xputune.host.view import DirView, clean_tmp_at, write_replace_at
 
@@ -116,6 +116,52 @@ def state_dir(view: HostView, create: bool = True) -> StateDir:
     finally:
         os.close(fd)
     return StateDir(path, dview, ident)
+
+
+def needs_root(path: str) -> PermissionRequired:
+    """The one line for a state file this user may not read."""
+    return PermissionRequired(
+        f"cannot read {path}: permission denied (xputune's state directory is root's and "
+        "mode 0700): run it as root, e.g. with sudo (nothing was changed)"
+    )
+
+
+def readable_state_dir(view: HostView) -> StateDir | None:
+    """The state directory for a reader that takes no lock and writes nothing (a dry-run
+    rollback, `xputune status`, a watch choosing its profile); None when there is none.
+
+    Nothing is created and nothing is fixed up (state_dir closes a directory others may read;
+    a reader leaves it as it is). A recording (not a directory tree) has none. Refused, one
+    line each: a directory this user may not enter (PermissionRequired: the live one is
+    root's, 0700), a symlink on the way, one owned by someone else or writable by others.
+    """
+    if not isinstance(view, DirView):
+        return None
+    path = view.root.rstrip("/") + STATE_DIR
+    try:
+        fd = view.open_dir(STATE_DIR)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError:
+        raise needs_root(path) from None
+    except OSError as exc:
+        raise HostError(f"cannot open state directory {path}: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    owners = allowed_owner(view)
+    if st.st_uid not in owners:
+        raise HostError(
+            f"state directory {path} is owned by uid {st.st_uid}, not "
+            f"{' or '.join(f'uid {u}' for u in sorted(owners))}; refusing to read it"
+        )
+    if stat.S_IMODE(st.st_mode) & 0o022:
+        raise HostError(
+            f"state directory {path} is writable by others (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}); refusing to read it"
+        )
+    return StateDir(path, view, host_id(view))
 
 
 def check_state_fd(fd: int, path: str, owners: set[int]) -> None:
