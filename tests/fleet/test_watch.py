@@ -20,11 +20,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fixtures.trees import copy_tree
-from tests.tune import minihost
+from tests.tune import helpers, minihost
+from tests.tune.helpers import SEED_CARD, clear_ido, ido_bits
 from xputune.errors import XputuneError
 from xputune.fleet.events import Event, PollSource, Stopper, UdevSource, Watched, event_of
 from xputune.fleet.watch import (
-    FIXED,
     HELD,
     LEFT,
     WATCH_LOCK,
@@ -44,39 +44,11 @@ from xputune.tune.lock import StateLock
 from xputune.tune.state import state_dir
 
 REPO = Path(__file__).resolve().parents[2]
-SEED_CARD = "0000:24:00.0"  # xpu1 of the seed box, behind switch downstream port 0000:22:01.0
 SEED_PORT = "0000:22:01.0"
 MINI_CARD = "0000:04:00.0"  # xpu1 of the mini host
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def config_path(root: str, bdf: str) -> str:
-    return os.path.join(os.path.realpath(os.path.join(root, "sys/bus/pci/devices", bdf)), "config")
-
-
-def ido_bits(root: str, bdf: str) -> int:
-    path = config_path(root, bdf)
-    with open(path, "rb") as fh:
-        data = fh.read()
-    cap = pciconfig.decode(data, path).pcie
-    assert cap is not None
-    off = cap.offset + pciconfig.PCIE_DEVCTL2
-    return int.from_bytes(data[off : off + 2], "little") & pciconfig.DEVCTL2_IDO
-
-
-def clear_ido(root: str, bdf: str) -> None:
-    """What a reset does to a function: its ID-based ordering bits read 0 again."""
-    path = config_path(root, bdf)
-    with open(path, "r+b") as fh:
-        data = bytearray(fh.read())
-        cap = pciconfig.decode(bytes(data), path).pcie
-        assert cap is not None
-        off = cap.offset + pciconfig.PCIE_DEVCTL2
-        word = int.from_bytes(data[off : off + 2], "little") & ~pciconfig.DEVCTL2_IDO
-        fh.seek(off)
-        fh.write(word.to_bytes(2, "little"))
-
-
 def read_state(root: str) -> WatchState:
     with open(root + STATE_PATH) as fh:
         return WatchState.from_dict(json.load(fh))
@@ -284,30 +256,30 @@ def test_the_poll_source_ticks_and_stops() -> None:
 
 
 # -- --once ------------------------------------------------------------------------------------
-def test_once_exit_codes_fixed_then_held_then_paused_by_a_rollback(run_cli, mini) -> None:
+def test_once_is_0_when_fixed_or_held_and_1_when_a_rollback_leaves_drift(run_cli, mini) -> None:
     code, out, err = run_cli("watch", "--once", "--root", mini, "--profile", "hygon-p800")
-    assert code == FIXED == 1, err
+    assert code == HELD == 0, err  # drift was found and fixed: the host is at its profile
     assert out == ""
     reapplied = [line for line in err.splitlines() if " event=reapply " in line]
     assert len(reapplied) == len(Journal(state_dir(DirView(mini))).active()[0].steps)
-    assert "event=done drift=" in err and "status=1" in err
+    assert "event=done drift=" in err and "status=0" in err
     assert run_cli("check", "--root", mini, "--profile", "hygon-p800")[0] == 0
 
     code, _, err = run_cli("watch", "--once", "--root", mini, "--profile", "hygon-p800")
-    assert code == HELD == 0 and " event=reapply " not in err
+    assert code == HELD and " event=reapply " not in err  # it held: the same status
 
     assert run_cli("rollback", "--root", mini)[0] == 0
     before = minihost.snapshot(mini)
     code, _, err = run_cli("watch", "--once", "--root", mini, "--profile", "hygon-p800")
-    assert code == LEFT == 3
+    assert code == LEFT == 1
     assert " event=paused " in err and "until the next xputune apply" in err
     assert " event=reapply " not in err
     assert minihost.snapshot(mini) == before  # a rollback wins: nothing re-applied
 
     assert run_cli("apply", "--root", mini, "--profile", "hygon-p800")[0] == 0  # clears it
     clear_ido(mini, "0000:03:00.0")
-    code, _, err = run_cli("watch", "--once", "--root", mini, "--profile", "hygon-p800")
-    assert code == FIXED and 'place="0000:03:00.0 card xpu0"' in err
+    code, _, err = run_cli("watch", "--once", "--root", mini)  # holds what apply set
+    assert code == HELD and 'place="0000:03:00.0 card xpu0"' in err
 
 
 def test_a_dry_run_reports_drift_and_changes_nothing(run_cli, mini, tmp_path) -> None:
@@ -318,13 +290,13 @@ def test_a_dry_run_reports_drift_and_changes_nothing(run_cli, mini, tmp_path) ->
         "watch", "--once", "--dry-run", "--root", mini, "--profile", "hygon-p800",
         "--textfile", str(prom),
     )  # fmt: skip
-    assert code == 3, err
+    assert code == LEFT == 1, err
     assert "mode=dry-run" in err and "event=drift" in err and "event=reapply" not in err
     assert minihost.snapshot(mini, exclude="") == before  # no change, no state dir, no lock
     assert "xputune_knob_drift" in (prom / "xputune.prom").read_text()  # outputs still written
     # A recording cannot be changed, but it can be asked what a watch would do there.
     code, _, err = run_cli("watch", "--once", "-n", "--example", "h3c-hygon-p800")
-    assert code == 3 and "knob=pcie.ido" in err and "event=done" in err
+    assert code == LEFT and "knob=pcie.ido" in err and "event=done" in err
 
 
 def test_a_second_watch_on_the_same_host_is_refused(run_cli, mini) -> None:
@@ -348,8 +320,9 @@ def test_bad_flags_are_one_line(run_cli, mini, tmp_path) -> None:
 # -- the loop, end to end on the seed box ------------------------------------------------------
 def test_bits_cleared_by_hand_are_back_within_one_interval_with_the_log_line(seed) -> None:
     interval = 0.1
+    helpers.apply(DirView(seed), profile=None)  # the recommended profile; the watch keeps it
     with Agent(seed, WatchConfig(interval=interval)) as agent:
-        wait_for(lambda: passes(seed) >= 1)  # the first pass tuned the box
+        wait_for(lambda: passes(seed) >= 1)
         assert ido_bits(seed, SEED_CARD) == pciconfig.DEVCTL2_IDO
         done = len(agent.log.of("reapply"))
         clear_ido(seed, SEED_CARD)
@@ -368,8 +341,10 @@ def test_bits_cleared_by_hand_are_back_within_one_interval_with_the_log_line(see
         "event=stop",
         f"signal=test passes={read_state(seed).passes}",
     ]
+    [hold] = agent.log.of("hold")  # said once, not again after the watch's own re-apply
+    assert 'source=journal profile=hygon-p800 args="--profile hygon-p800" transaction=' in hold
     # what watch re-applied is journaled like an apply: rollback undoes it all
-    assert engine.rollback_host(DirView(seed)).transactions == 2  # the first pass and the fix
+    assert engine.rollback_host(DirView(seed)).transactions == 2  # the apply and the fix
 
 
 def test_a_flapping_card_backs_off_instead_of_looping(mini) -> None:
@@ -468,7 +443,7 @@ def test_each_pass_writes_the_textfile_and_the_nfd_file(run_cli, mini, tmp_path)
     nfd.mkdir()
     args = ("watch", "--once", "--root", mini, "--profile", "hygon-p800",
             "--textfile", str(prom), "--nfd", str(nfd))  # fmt: skip
-    assert run_cli(*args)[0] == FIXED
+    assert run_cli(*args)[0] == HELD
     assert os.listdir(prom) == ["xputune.prom"] and os.listdir(nfd) == ["xputune"]
     labels = (nfd / "xputune").read_text()
     assert "xputune.io/ido=on" in labels and "xputune.io/profile-holds=true" in labels

@@ -12,9 +12,21 @@ starts a backoff of `backoff` seconds in which that place is left alone (and the
 once). After the backoff one re-apply is allowed; another drift within the window doubles the
 backoff, up to `backoff_max`; a place that stays put for a whole window starts afresh.
 
+What it holds is what `xputune apply` set: the selection (profile and flags) of the newest
+transaction in the journal, read again on every pass, so an apply of another profile while the
+watch runs is what it holds from then on. Flags given to the watch itself (--profile, a knob
+flag, --only, --skip: what `apply --persist --watch` writes into the watch service) name the
+selection instead, exactly as apply would read them. With neither (no journal: nothing was
+applied, or it was rolled back) the watch changes nothing: it reports drift against the
+profile apply would choose, and its log says so. Watching is not tuning.
+
 A rollback wins over the watch: `xputune rollback` leaves a mark in the state directory, and
 while it is there the watch reports drift and changes nothing (checked again under the apply
 lock, so a rollback that lands mid-pass is not undone). The next `xputune apply` clears it.
+
+`--once` exits with the status table's words (cli/exits.py): 0 when the host is at its
+profile after the pass, whether it held or was fixed; 1 when drift is left (a re-apply failed
+or backs off, a rollback paused the watch, nothing is applied to hold, or a dry run saw it).
 
 Every event is one line on stderr (journald takes it from there under systemd), in logfmt:
 `ts=... event=drift knob=pcie.ido place="0000:23:00.0 card xpu0" expected=on actual=off`.
@@ -24,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import sys
 import time
@@ -36,22 +49,25 @@ from typing import Any
 from xputune.errors import XputuneError
 from xputune.fleet.events import Event, EventSource, PollSource, Stopper, Watched
 from xputune.fleet.judge import Judgement, host_name
-from xputune.fleet.watchstate import STATE_FILE, Backoff, LastApply, WatchState
+from xputune.fleet.watchstate import STATE_FILE, WATCH_LOCK, Backoff, LastApply, WatchState
 from xputune.host import HostView
 from xputune.host.view import clean_tmp_at, write_replace_at
 from xputune.tune import engine, preflight
 from xputune.tune.errors import LockBusy
-from xputune.tune.journal import rolled_back_at
+from xputune.tune.journal import Journal, rolled_back_at
 from xputune.tune.knobs.base import DRIFT, Row
 from xputune.tune.lock import StateLock
-from xputune.tune.state import StateDir, open_state_fd, state_dir
+from xputune.tune.state import StateDir, open_state_fd, readable_state_dir, state_dir
 
-WATCH_LOCK = "watch.lock"
+# Exit status of `xputune watch --once` (cli/exits.py: OK, DIFFERENCE).
+HELD = 0  # the host is at its profile after the pass: it held, or drift was re-applied
+LEFT = 1  # drift is left: a re-apply failed or backs off, a rollback paused the watch,
+#           nothing is applied to hold, or a dry run saw drift
 
-# Exit status of `xputune watch --once`.
-HELD = 0  # every setting held; nothing was changed
-FIXED = 1  # drift was found and re-applied; every setting holds now
-LEFT = 3  # drift is left: a re-apply failed, backs off, or a rollback paused the watch
+# Where the selection a pass holds came from (WatchState.source).
+FROM_FLAGS = "flags"  # the watch's own flags
+FROM_JOURNAL = "journal"  # the newest transaction of the journal: what apply set
+FROM_NOTHING = "none"  # neither: drift is reported against the recommended profile, not fixed
 
 Key = tuple[str, str]  # (knob, place): a check row's knob and target, a change's knob and label
 
@@ -161,6 +177,12 @@ class WatchConfig:
     #: written where asked). Needs neither root nor a writable tree.
     dry_run: bool = False
 
+    @property
+    def explicit(self) -> bool:
+        """Whether the watch's own flags name the selection (else the journal's is held)."""
+        given = any(v is not None for v in self.overrides.values())
+        return self.profile is not None or given or bool(self.only) or bool(self.skip)
+
     def __post_init__(self) -> None:
         if not MIN_INTERVAL <= self.interval <= MAX_INTERVAL:  # false for nan too
             raise XputuneError(
@@ -177,9 +199,7 @@ class PassResult:
 
     @property
     def status(self) -> int:
-        if self.left:
-            return LEFT
-        return FIXED if self.drift else HELD
+        return LEFT if self.left else HELD
 
 
 def _stamp(when: float) -> str:
@@ -233,6 +253,7 @@ class Watcher:
         self._view: HostView | None = None
         self._drifting: set[Key] = set()
         self._paused = False
+        self._held: tuple[str, str] | None = None  # what the last hold line said
 
     # -- state file -----------------------------------------------------------------------
     def _load_state(self) -> WatchState:
@@ -275,11 +296,54 @@ class Watcher:
     def _check(self, view: HostView):
         self._view = view
         topology = engine.discover(view)
-        cfg = self.config
-        selection = engine.select(topology, cfg.profile, cfg.overrides, cfg.only, cfg.skip)
-        engine.require_force(selection, cfg.force)
+        selection, source = self._selection(view, topology)
         ctx = engine.context(view, topology, selection)
-        return topology, selection, ctx, engine.check(ctx, selection)
+        return topology, selection, source, ctx, engine.check(ctx, selection)
+
+    def _selection(self, view: HostView, topology) -> tuple[engine.Selection, str]:
+        """What this pass holds, and where that came from (FROM_*): the watch's flags, else
+        the journal's newest transaction, else the recommended profile, only to report on."""
+        cfg = self.config
+        if cfg.explicit:
+            selection = engine.select(topology, cfg.profile, cfg.overrides, cfg.only, cfg.skip)
+            engine.require_force(selection, cfg.force)
+            self._say_hold(FROM_FLAGS, selection)
+            return selection, FROM_FLAGS
+        folder = self.folder if self.folder is not None else readable_state_dir(view)
+        txn = Journal(folder, clean=False).last_applied() if folder is not None else None
+        if txn is None:
+            selection = engine.select(topology)
+            self._say_hold(FROM_NOTHING, selection)
+            return selection, FROM_NOTHING
+        args = txn.selection_args() or []
+        try:
+            selection = engine.parse_selection_args(args).select(topology)
+        except XputuneError as exc:
+            raise XputuneError(
+                f"cannot hold what the last apply set (journal transaction {txn.id}: "
+                f"{shlex.join(args)}): {exc}; give the watch --profile"
+            ) from None
+        self._say_hold(FROM_JOURNAL, selection, txn.id)
+        return selection, FROM_JOURNAL
+
+    def _say_hold(self, source: str, selection: engine.Selection, txn: str = "") -> None:
+        """One log line when what the watch holds changes (and on the first pass)."""
+        args = shlex.join(selection.persist_args())
+        held = (source, args)  # a re-apply of the same selection journals a new id: not news
+        if held == self._held:
+            return
+        self._held = held
+        if source == FROM_NOTHING:
+            self.emit(
+                "report-only",
+                profile=selection.profile.name,
+                reason="no profile applied (no journal) and none given: drift from the "
+                "recommended profile is reported, nothing is changed; run xputune apply, or "
+                "give the watch --profile",
+            )
+            return
+        self.emit("hold", source=source, profile=selection.profile.name, args=args,
+                  transaction=txn or None)  # fmt: skip
 
     def run_pass(self, events: list[Event]) -> PassResult:
         """Re-verify, re-apply what may be, write state and outputs. Errors propagate."""
@@ -289,9 +353,10 @@ class Watcher:
             WatchState.bump(self.state.events, event.kind)
             if event.bdf is not None:
                 self.emit("udev", action=event.kind, bdf=event.bdf, device=event.what)
-        topology, selection, ctx, rows = self._check(self.open_view())
+        topology, selection, source, ctx, rows = self._check(self.open_view())
         self.watched = Watched.of(topology)
         self.state.knobs = list(selection.wants)
+        self.state.profile, self.state.source = selection.profile.name, source
         drifting = self._drift(rows, selection.wants)
         for key, row in drifting.items():
             if key not in self._drifting:
@@ -299,10 +364,10 @@ class Watcher:
                 self.emit(
                     "drift", knob=key[0], place=key[1], expected=row.expected, actual=row.actual
                 )
-        act = drifting and not self.config.dry_run
+        act = drifting and not self.config.dry_run and source != FROM_NOTHING
         fixed = self._reapply(ctx, selection, drifting, now) if act else set()
         if fixed:
-            topology, selection, ctx, rows = self._check(self.open_view())
+            topology, selection, _, ctx, rows = self._check(self.open_view())
             self.watched = Watched.of(topology)
             after = self._drift(rows, selection.wants)
         else:
@@ -443,8 +508,8 @@ def run(
 
     The first pass is strict: a bad profile, an unreadable tree or an output folder that
     does not exist stop the agent with one line (a service manager then shows the failure).
-    Returns the exit status: with `once` the first pass's (HELD, FIXED, LEFT), else 0 after a
-    stop.
+    Returns the exit status: with `once` the first pass's (HELD: the host is at its profile
+    after it; LEFT: drift is left), else 0 after a stop.
     """
     view = open_view()
     if not config.dry_run:
@@ -476,7 +541,8 @@ def run(
             source=events_source.name if events_source else "once",
             interval=None if once else _seconds(config.interval),
             pid=os.getpid(),
-            profile=config.profile or "recommended",
+            profile=config.profile,
+            holds=FROM_FLAGS if config.explicit else "the last apply's (journal)",
             mode="dry-run" if config.dry_run else None,
         )
         first = watcher.run_pass([Event("start")])
