@@ -12,12 +12,9 @@ one RecordingError line naming the file and what was wrong.
 
 from __future__ import annotations
 
-import bz2
 import errno
-import lzma
 import os
 import stat
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -122,10 +119,18 @@ def _raw_chunks(fd: int, label: str) -> Callable[[], bytes]:
 
 
 def _decompressor(fmt: str) -> Any:
+    """A decompressor for `fmt`; each module is imported when a recording needs it (a probe of
+    a folder, or of a recording already in the cache, decompresses nothing)."""
+    import zlib
+
     if fmt == "gzip":
         return zlib.decompressobj(16 + zlib.MAX_WBITS)
     if fmt == "xz":
+        import lzma
+
         return lzma.LZMADecompressor(lzma.FORMAT_AUTO, memlimit=XZ_MEMLIMIT)
+    import bz2
+
     return bz2.BZ2Decompressor()
 
 
@@ -149,7 +154,15 @@ def _inflate(first: bytes, read: Callable[[], bytes], fmt: str, label: str) -> I
     is_zlib = fmt == "gzip"
     dec = _decompressor(fmt)
     pending, at_end = first, False
-    errors = (zlib.error, lzma.LZMAError, OSError, EOFError, ValueError)
+    errors: tuple[type[Exception], ...] = (OSError, EOFError, ValueError)
+    if is_zlib:
+        import zlib
+
+        errors += (zlib.error,)
+    elif fmt == "xz":
+        import lzma
+
+        errors += (lzma.LZMAError,)
     while True:
         if dec.eof:
             rest = (dec.unused_data + pending).lstrip(b"\0")  # padding between streams
