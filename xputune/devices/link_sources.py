@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from xputune.devices.enrich import LINK_SOURCES
 from xputune.devices.libpath import SWITCH_ENV
-from xputune.devices.links import PCIE_ONLY, merge_links
 from xputune.devices.vendor_files import OUTPUTS, Output, read_saved
 from xputune.errors import HostError
+from xputune.topology.serialize import PCIE_ONLY
 
 if TYPE_CHECKING:
     from xputune.devices.enrich import Enrichment
@@ -66,6 +66,14 @@ def load_vendor_topo(path: str) -> SmiReport:
     if report.form != "topo":
         raise SmiError(f"{path}: not a topo -m matrix (it reads as {report.tool} output)")
     return report
+
+
+def merge_links(topo: Topology, matrix: Matrix, where: str) -> tuple[Topology, bool]:
+    """devices/links.merge_links, imported only when there is a matrix to merge (a probe of a
+    recording without vendor outputs, the common case, needs none of it)."""
+    from xputune.devices.links import merge_links as merge
+
+    return merge(topo, matrix, where)
 
 
 def _noted(topo: Topology, where: str, warnings: tuple[str, ...] | list[str]) -> Topology:

@@ -227,8 +227,11 @@ class DirView(HostView):
         self.label = "this host" if self.live else root
         self._real_cache: dict[str, str] = {}
         #: lstat results seen while resolving (non-live roots), so _read can refuse a device
-        #: node without opening it, and know the file it opens is the one it resolved.
+        #: node without opening it, and know the file it opens is the one it resolved; and
+        #: the targets of the links met. Many host paths lead to one real path (through
+        #: /sys/bus/pci/devices, /sys/class/net, ...): each real one is looked at once.
         self._stats: dict[str, os.stat_result] = {}
+        self._links: dict[str, str] = {}
 
     def _fs(self, host_path: str) -> str:
         return host_path if self.live else self.root + host_path
@@ -299,24 +302,29 @@ class DirView(HostView):
                 raise RootEscapeError(f"{self.label}: {original} leads outside the root")
             return posixpath.dirname(base)
         candidate = base.rstrip("/") + "/" + name
-        try:
-            st = os.lstat(self.root + candidate)
-        except (FileNotFoundError, NotADirectoryError):
-            raise FileNotFoundError(errno.ENOENT, "no such file", original) from None
-        if not stat.S_ISLNK(st.st_mode):
-            self._stats[candidate] = st
+        if candidate in self._stats:  # seen by another path (a link leads here too)
             return candidate
+        target = self._links.get(candidate)
+        if target is None:
+            try:
+                st = os.lstat(self.root + candidate)
+            except (FileNotFoundError, NotADirectoryError):
+                raise FileNotFoundError(errno.ENOENT, "no such file", original) from None
+            if not stat.S_ISLNK(st.st_mode):
+                self._stats[candidate] = st
+                return candidate
+            try:
+                target = os.readlink(self.root + candidate)
+            except (FileNotFoundError, NotADirectoryError):
+                raise FileNotFoundError(errno.ENOENT, "no such file", original) from None
+            except OSError as exc:  # EINVAL: no longer a link; the tree changes under us
+                raise HostError(
+                    f"{self.label}: {shown(candidate)} changed while being resolved"
+                ) from exc
+            self._links[candidate] = target
         hops[0] += 1
         if hops[0] > MAX_SYMLINKS:
             raise SymlinkLoopError(f"{self.label}: symlink loop at {original}")
-        try:
-            target = os.readlink(self.root + candidate)
-        except (FileNotFoundError, NotADirectoryError):
-            raise FileNotFoundError(errno.ENOENT, "no such file", original) from None
-        except OSError as exc:  # EINVAL: no longer a link; the tree changes under us
-            raise HostError(
-                f"{self.label}: {shown(candidate)} changed while being resolved"
-            ) from exc
         if target.startswith("/"):
             raise RootEscapeError(
                 f"{self.label}: symlink {shown(candidate)} -> {shown(target)} "

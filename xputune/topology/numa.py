@@ -27,11 +27,20 @@ _NODE = re.compile(r"^node(\d+)$")
 _HUGEPAGES = re.compile(r"^hugepages-(\d+)kB$")
 # Only the keys we use: one regex pass beats splitting every line of a 256-CPU cpuinfo.
 # "processor" is "processor\t: 0" on x86/arm/ppc and "processor 0: version = ..." on s390x.
+# A line start is matched as the newline before it (the text gets one in front): a pattern
+# that starts with a literal lets the engine jump from newline to newline, where a MULTILINE
+# "^" is tried at every character (3.5 -> 1 ms on the seed box's 370 KB cpuinfo).
 _CPUINFO_KEYS = re.compile(
-    r"^(processor|vendor_id|vendor|model name|Processor|cpu|CPU implementer|physical id)"
-    r"[ \t]*(\d*)[ \t]*:(.*)$",
-    re.M,
+    r"\n(processor|vendor_id|vendor|model name|Processor|cpu|CPU implementer|physical id)"
+    r"[ \t]*(\d*)[ \t]*:([^\n]*)"
 )
+
+
+def cpuinfo_fields(text: str) -> list[tuple[str, str, str]]:
+    """(key, number, rest of the line) for each line of `text` that starts with a key used."""
+    return _CPUINFO_KEYS.findall("\n" + text)
+
+
 #: arm64 "CPU implementer" codes (arch/arm64/include/asm/cputype.h).
 _ARM_IMPLEMENTERS = {
     0x41: "ARM",
@@ -193,7 +202,7 @@ def discover_cpu(
     package_cpus: dict[int, list[int]] = {}
     processor: int | None = None
     listed = 0
-    for key, number, value in _CPUINFO_KEYS.findall(text):
+    for key, number, value in cpuinfo_fields(text):
         value = value.strip()
         if key == "processor":
             listed += 1
