@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from xputune.cli.checks import given
 from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt
 from xputune.cli.output import Format, add_row, console, emit_data, text
+from xputune.cli.suggest import same_host as same_host
+from xputune.cli.suggest import suggested
 from xputune.host import open_host
 
 if TYPE_CHECKING:
@@ -37,40 +39,6 @@ SPEC = Spec(
 )
 
 VERDICT_STYLE = {"ok": "green", "drift": "red", "unsupported": "yellow", "unknown": "yellow"}
-
-
-def same_host(root: str | None, example: str | None) -> str:
-    """The --root/--example the user ran, for a suggested command to target the same host
-    (a command that only reads it; one that changes it is worded by `suggested`)."""
-    import shlex
-
-    return (f" --root {shlex.quote(root)}" if root else "") + (
-        f" --example {shlex.quote(example)}" if example else ""
-    )
-
-
-def suggested(words: list[str], view: HostView, root: str | None, mark: str = "") -> str:
-    """`xputune WORDS`, a command that changes the host, worded to work when followed.
-
-    The live host: the command. A folder (--root DIR): the command with --root DIR. A
-    recording (--example NAME, --root FILE) is read-only: the command is for the host it was
-    recorded on, and the line that runs it here first makes a copy (TarView.copy_command),
-    which --root then reads. `mark` goes around each command (a backquote inside a sentence).
-    """
-    import shlex
-
-    from xputune.host.view import TarView
-
-    command = shlex.join(["xputune", *words])
-    if isinstance(view, TarView):
-        make, folder = view.copy_command()
-        return (
-            f"{mark}{command}{mark} on the host it was recorded on; here, on a copy: "
-            f"{mark}{make} && {command} --root {folder}{mark}"
-        )
-    if view.live or not root:
-        return f"{mark}{command}{mark}"
-    return f"{mark}{command} --root {shlex.quote(root)}{mark}"
 
 
 def setup(

@@ -93,7 +93,7 @@ def run_launch(
         launch = policy.prepare(view, topo, request)
     refusal = "; ".join(launch.refusals)
     if launch.drifting:
-        from xputune.cli.check_run import same_host, suggested
+        from xputune.cli.suggest import same_host, suggested
 
         profiled = ["--profile", profile] if profile else []
         fix = suggested(["apply", *profiled], view, root, mark="`")
