@@ -29,6 +29,9 @@ from tests.cli.cage import Cage, Caged, FuzzTimeout
 #: Commands that change the host they are given: they always get a tree of the cage's own
 #: unless the call names --root or --example itself.
 WRITERS = frozenset({("apply",), ("rollback",), ("watch",)})
+#: Commands that write a file into a folder named on the command line (--textfile, --nfd):
+#: the shared read-only tree is never offered to them as a path.
+FILE_WRITERS = frozenset({("labels",), ("metrics",)})
 #: Commands that get no --root of the big seed box: recording it takes seconds a call.
 SMALL_ROOTS = frozenset({("record",)})
 #: Commands whose work is heavy at their defaults: these small values are added unless drawn.
@@ -128,7 +131,7 @@ def build_place(folder: Path, seed_tree: str, words: tuple[str, ...]) -> Place:
             for what in ("probe", "check"):
                 text = _captured(lambda w=where, c=what: main([c, *w, "-f", "json"]))
                 (folder / f"{what}-{i}.json").write_text(text)
-    if words not in WRITERS and words not in SMALL_ROOTS:
+    if words not in WRITERS | FILE_WRITERS and words not in SMALL_ROOTS:
         place.paths.append(seed_tree)
     if words == ("tiers",):  # its C pass is built on first use: not in the cage, which runs no cc
         from xputune.plan.stackdist import _kernel
@@ -291,7 +294,7 @@ def commands() -> list[tuple[tuple[str, ...], list[Any]]]:
     """Every runnable command of the full application: (its words, its click parameters)."""
     import typer.main
 
-    from xputune.cli.app import app
+    from xputune.cli.helpgen import application
 
     found: list[tuple[tuple[str, ...], list[Any]]] = []
 
@@ -303,7 +306,7 @@ def commands() -> list[tuple[tuple[str, ...], list[Any]]]:
         for name, sub in sorted(subs.items()):
             walk(sub, (*words, name))
 
-    walk(typer.main.get_command(app), ())
+    walk(typer.main.get_command(application()), ())
     return found
 
 

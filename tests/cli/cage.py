@@ -198,7 +198,8 @@ class Cage:
             real = getattr(DirView, name)
 
             def method(view: DirView, *args: Any, **kwargs: Any) -> Any:
-                if view.live:
+                reading = name == "open_dir" and not (args[1:2] or [kwargs.get("create")])[0]
+                if view.live and not reading:  # opening an existing folder to read is fine
                     self.refuse(f"DirView('/').{name}{args!r}")
                 return real(view, *args, **kwargs)
 

@@ -93,10 +93,11 @@ def test_the_live_host_view_is_read_only(places) -> None:
     with Cage(inside):
         live = open_host()
         assert live.read_text("/proc/self/stat")  # reads are fine
+        os.close(live.open_dir("/proc"))  # so is opening an existing folder to read
         for write in (
             lambda: live.write_bytes(f"{MISSING}/x", b"1"),
             lambda: live.replace_file(f"{MISSING}/y", b"1"),
-            lambda: live.open_dir(MISSING),
+            lambda: live.open_dir(MISSING, create=True),
             lambda: live.makedirs(f"{MISSING}/z"),
             lambda: live.remove(f"{MISSING}/w"),
         ):

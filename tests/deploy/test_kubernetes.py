@@ -26,13 +26,13 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-import typer
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import xputune
-from xputune.cli.app import app
+from xputune.cli import registry
+from xputune.cli.parse import UsageError, parse
 from xputune.fleet.labels import FILE_NAME as NFD_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,17 +187,20 @@ def _watch_args() -> list[str]:
     return argv[1:]
 
 
+def _init_args() -> list[str]:
+    (init,) = _daemonset()["spec"]["template"]["spec"]["initContainers"]
+    argv = [*init.get("command", []), *init.get("args", [])]
+    assert argv[0] == "xputune"
+    return argv[1:]
+
+
 def _parse(argv: list[str]) -> dict[str, Any]:
-    """The parameters xputune's own CLI parses from argv (`CMD [SUBCMD] FLAGS...`), without
-    running it: an unknown or renamed flag, a missing value or a bad type raises here."""
-    command = typer.main.get_command(app)
-    words = 0
-    while hasattr(command, "commands"):
-        command = command.commands[argv[words]]  # type: ignore[attr-defined]
-        words += 1
-    name = " ".join(["xputune", *argv[:words]])
-    with command.make_context(name, list(argv[words:])) as ctx:
-        return dict(ctx.params)
+    """The values xputune's own parser takes from argv (`CMD [SUBCMD] FLAGS...`), without
+    running it: an unknown or renamed flag, a missing value or a bad value raises here."""
+    found = registry.find(argv)
+    assert found is not None, argv
+    words, taken = found
+    return parse(registry.load(words), argv[taken:])
 
 
 def test_container_arguments_parse_with_the_real_cli() -> None:
@@ -206,7 +209,7 @@ def test_container_arguments_parse_with_the_real_cli() -> None:
     params = _parse(argv)
     assert params["textfile"] and params["nfd"]
     assert params.get("root") is None  # the live host, never a recording
-    with pytest.raises(typer.TyperException, match="--textfil"):
+    with pytest.raises(UsageError, match="--textfil"):
         _parse([a.replace("--textfile", "--textfil") for a in argv])
 
 
@@ -364,8 +367,11 @@ def test_one_pass_of_the_pod_s_command_on_a_recording(tmp_path: Path) -> None:
     for folder in moved.values():
         folder.mkdir()
     argv = [str(moved.get(a, a)) for a in _watch_args()]
-    assert main([*argv, "--once", "--root", str(tree)]) == 1  # drift found and re-applied
-    assert main([*argv, "--once", "--root", str(tree)]) == 0  # the next pass: all holds
+    assert main([*argv, "--once", "--root", str(tree)]) == 1  # nothing applied: report only
+    init = _init_args()
+    assert init[0] == "apply" and "--profile" not in init  # the recommended profile
+    assert main([*init, "--root", str(tree)]) == 0
+    assert main([*argv, "--once", "--root", str(tree)]) == 0  # the watch holds what apply set
 
     text = (moved[params["textfile"]] / METRICS_FILE).read_text()
     names = {f.name for f in text_string_to_metric_families(text)}
@@ -428,7 +434,7 @@ def test_the_donors_arguments_parse_with_the_real_cli() -> None:
     assert params["l3_host"] == POD_IP  # the downward API's pod IP: the node's, hostNetwork
     assert params["root"] is None and params["example"] is None and not params["dry_run"]
     assert params["l3_segment_gb"] > 0
-    with pytest.raises(typer.TyperException, match="--l3-mastr"):
+    with pytest.raises(UsageError, match="--l3-mastr"):
         _parse([a.replace("--l3-master", "--l3-mastr") for a in argv])
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from tests.conftest import NVIDIA_BOX, SEED_BOX
 from tests.devices.conftest import DATA
-from xputune.cli.fastpath import parse_argv
 from xputune.devices import link_sources, links, nvml
 from xputune.devices.xpusmi import parse, parse_file
 from xputune.devices.xpusmi.links import relation_matrix
@@ -287,20 +286,3 @@ def test_bad_vendor_topo_is_one_line(run_cli, name: str, message: str) -> None:
     path = DATA / name
     code, out, err = run_cli("probe", "--root", str(SEED_BOX), "--vendor-topo", str(path))
     assert code == 2 and out == "" and err == f"xputune: error: {message.format(path=path)}\n"
-
-
-def test_fast_path_prints_what_typer_prints(run_cli, monkeypatch) -> None:
-    cases = [
-        ("--root", str(SEED_BOX), "--vendor-topo", str(XL_TOPO)),
-        ("--root", str(SEED_BOX), f"--vendor-topo={XL_TOPO}", "-f", "json"),
-        ("--example", "nvidia-hgx-h100"),
-        ("--example", "nvidia-hgx-h100", "-f", "yaml"),
-        ("--root", str(SEED_BOX), "--vendor-topo", str(DATA / "query.xml")),
-    ]
-    for args in cases:
-        assert parse_argv(["probe", *args]) is not None, args  # the fast path is taken
-        fast = run_cli("probe", *args)
-        monkeypatch.setenv("XPUTUNE_NO_FASTPATH", "1")
-        slow = run_cli("probe", *args)
-        monkeypatch.delenv("XPUTUNE_NO_FASTPATH")
-        assert fast == slow, args

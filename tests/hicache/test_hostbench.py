@@ -1,16 +1,13 @@
-"""bench host: size parsing, estimates, and the command through a local typer app."""
+"""bench host: size parsing, estimates, and the command through the CLI's entry point."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-import typer
 from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from xputune.cli.bench_host_cmds import add_to
 from xputune.errors import HostError, PermissionRequired
 from xputune.hicache import hostbench
 from xputune.hicache.hostbench import estimated_page_table_bytes, parse_size
@@ -50,19 +47,10 @@ def test_mlock_over_the_limit_is_refused_clearly(monkeypatch):
         hostbench.choose_registrar("glue", 1 << 20)
 
 
-def _app() -> typer.Typer:
-    app, bench = typer.Typer(), typer.Typer()
-    add_to(bench)
-    app.add_typer(bench, name="bench")
-    return app
-
-
-def test_bench_host_json_reports_both_page_sizes():
-    result = CliRunner().invoke(
-        _app(), ["bench", "host", "--size", "8M", "--pin", "mlock", "--format", "json"]
-    )
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+def test_bench_host_json_reports_both_page_sizes(run_cli):
+    code, out, err = run_cli("bench", "host", "--size", "8M", "--pin", "mlock", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
     assert data["schema_version"] == 1 and data["size_bytes"] == 8 << 20
     assert [r["pages"] for r in data["runs"]] == ["4k", "thp"]
     small = data["runs"][0]
@@ -72,9 +60,8 @@ def test_bench_host_json_reports_both_page_sizes():
     assert data["pin_method"] == "mlock"
 
 
-def test_bench_host_table_and_bad_node():
-    runner = CliRunner()
-    table = runner.invoke(_app(), ["bench", "host", "--size", "4M", "--pin", "mlock"])
-    assert table.exit_code == 0 and "THP" in table.output
-    bad = runner.invoke(_app(), ["bench", "host", "--size", "4M", "--node", "999"])
-    assert isinstance(bad.exception, HostError)
+def test_bench_host_table_and_bad_node(run_cli):
+    code, out, _ = run_cli("bench", "host", "--size", "4M", "--pin", "mlock")
+    assert code == 0 and "THP" in out
+    code, out, err = run_cli("bench", "host", "--size", "4M", "--node", "999")
+    assert code == 2 and out == "" and err.startswith("xputune: error: ")

@@ -283,7 +283,7 @@ def test_a_poisoned_profile_entry_is_not_believed(
 ) -> None:
     monkeypatch.setenv("XPUTUNE_CACHE", "off")
     want = _apply_plan(run_cli)  # parsed from the YAML itself
-    assert want[0] == 0 and "dry run: " in want[1]
+    assert want[0] == 1 and "dry run: " in want[1]
     monkeypatch.delenv("XPUTUNE_CACHE")
     monkeypatch.setenv("XPUTUNE_CACHE_DIR", str(tmp_path / "cache"))
     _apply_plan(run_cli)  # makes the folders and the honest entries
@@ -313,5 +313,5 @@ def test_the_forged_entry_would_change_the_plan(
     entry, forged = _poisoned_entry(tmp_path)
     entry.write_bytes(forged)
     code, out, _ = _apply_plan(run_cli)
-    assert code == 0 and out != want[1]
+    assert code == 1 and out != want[1]
     assert "thp.enabled" not in out or "never" in out

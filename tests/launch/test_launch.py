@@ -21,9 +21,8 @@ def test_dry_run_prints_the_seed_binding_and_tier(run_cli) -> None:
         run_cli, "--dry-run", *SEED, "--", "--model-path", "zai-org/GLM-5", "--tp", "8"
     )
     assert code == 0
-    line = out.strip()
-    assert "\n" not in line
-    words = shlex.split(line)
+    assert all(line.endswith(" \\") for line in out.strip().splitlines()[:-1])  # shell text
+    words = shlex.split(out.replace("\\\n", " "))
     i = words.index("--numa-node")
     assert words[i + 1 : i + 9] == ["1", "1", "3", "3", "5", "5", "7", "7"]
     assert "XPU_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in words
@@ -85,10 +84,12 @@ def test_force_execs_with_merged_args() -> None:
     assert any("--hicache-size: yours (100)" in c for c in spec.conflicts)
 
 
-def test_tp_defaults_to_the_cards_and_odd_sizes_warn(run_cli) -> None:
+def test_tp_defaults_to_the_cards_and_a_refused_size_needs_force(run_cli) -> None:
     code, out, err = _launch(run_cli, "-n", *SEED, "--", "--model-path", "zai-org/GLM-5")
     assert code == 0 and "--tp-size 8" in out  # 8 cards, not SGLang's 1
     code, out, err = _launch(run_cli, "-n", "--tp", "3", *SEED, "--model", "glm-5")
+    assert code == 2 and out == "" and "64 attention heads" in err and "--force" in err
+    code, out, err = _launch(run_cli, "-n", "--force", "--tp", "3", *SEED, "--model", "glm-5")
     assert code == 0 and "--tp-size 3" in out
     assert "warning: TP 3 does not divide the model's 64 attention heads" in err
 
@@ -104,7 +105,8 @@ def test_suggested_commands_name_the_recording(run_cli) -> None:
     [
         (("--", "--model-path", "some/unknown-model", "--tp", "8"), "cannot tell the model"),
         (("--tp", "4", "--", "--model-path", "glm-5", "--tp", "8"), "disagrees"),
-        (("--model", "glm-5", "--tp", "9"), "needs 9 cards"),
+        (("--model", "glm-5", "--tp", "16"), "needs 16 cards"),
+        (("--model", "glm-5", "--tp", "9"), "64 attention heads"),
         (("--model", "glm-5", "--tp", "8", "--features", "turbo"), "unknown cache feature"),
     ],
 )

@@ -31,7 +31,7 @@ def listener():
 
 
 def _words(out: str) -> list[str]:
-    return shlex.split(out.strip())
+    return shlex.split(out.replace("\\\n", " "))  # shell text, continued with " \\"
 
 
 def _value(words: list[str], flag: str) -> str:
@@ -175,7 +175,7 @@ def test_a_cpu_segment_beyond_the_hosts_memory_is_refused(run_cli, tmp_path, lis
         (("--l3", "file"), "--l3 file needs --l3-dir DIR"),
         (("--l3", "mooncake", "--l3-dir", "/x"), "--l3-dir is for --l3 file"),
         (("--l3", "mooncake", "--l3-master", "nohost"), "expected HOST:PORT"),
-        (("--l3", "mooncake", "--l3-protocol", "udp"), "choose from tcp, rdma"),
+        (("--l3", "mooncake", "--l3-protocol", "udp"), "is not one of tcp, rdma"),
         (("--l3", "mooncake", "--l3-segment-gb", "nan"), "--l3-segment-gb"),
     ],
 )

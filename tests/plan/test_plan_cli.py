@@ -216,8 +216,11 @@ def test_commands_without_a_host_ask_for_tp(tmp_path: Path, capsys) -> None:
     assert rc != 0 and "unknown model 'nope'" in err
 
 
-def test_odd_tp_sizes_warn_with_the_reason(capsys) -> None:
-    data = _plan_json(capsys, "--model", "glm-5", "--tp", "3")
+def test_a_tp_size_sglang_refuses_is_an_error_unless_forced(capsys, run_cli) -> None:
+    code, out, err = run_cli("plan", "--example", "h3c-hygon-p800", "--model", "glm-5", "--tp", "3")
+    assert code == 2 and out == ""
+    assert "does not divide the model's 64 attention heads" in err and "--force" in err
+    data = _plan_json(capsys, "--model", "glm-5", "--tp", "3", "--force")
     assert any("does not divide the model's 64 attention heads" in w for w in data["warnings"])
     assert any("does not divide the 8 cards" in w for w in data["warnings"])
     plain = [w for w in _plan_json(capsys, "--model", "glm-5", "--tp", "8")["warnings"]

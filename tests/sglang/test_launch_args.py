@@ -46,7 +46,7 @@ CASES = {
 
 
 def _split(line: str) -> tuple[dict[str, str], list[str]]:
-    words = shlex.split(line)
+    words = shlex.split(line.replace("\\\n", " "))  # shell text, continued with " \\"
     start = words.index("-m")
     assert words[start + 1] == "sglang.launch_server"
     env = dict(w.split("=", 1) for w in words[: start - 1])

@@ -40,7 +40,7 @@ def test_the_fixture_is_the_seed_box(seedbox):
 def test_dry_run_changes_no_byte(seedbox, run_cli):
     before = minihost.snapshot(seedbox, exclude="-")
     code, out, _ = run_cli("apply", "--root", seedbox, "--dry-run")
-    assert code == 0 and "dry run: 27 change(s) planned, nothing written" in out
+    assert code == 1 and "dry run: 27 change(s) planned, nothing written" in out
     assert minihost.snapshot(seedbox, exclude="-") == before
 
 

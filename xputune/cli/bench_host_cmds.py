@@ -2,57 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from xputune.cli.options import FORMAT, MAX_NODE
+from xputune.cli.output import Format, console, emit_data
+from xputune.cli.spec import Command, Opt
 
-import typer
-
-from xputune.cli.checks import MAX_NODE
-from xputune.cli.common import Format, FormatOpt, console, emit_data
-
-HOST_HELP = (
-    "Measure what 4 KB pages cost a pinned host KV buffer, against MADV_HUGEPAGE.\n\n"
-    "HiCache's L2 pool is host memory registered with the card (cudaHostRegister, "
-    "xpu_host_register). Registration pins pages. With 4 KB pages a 100 GB pool needs ~26M "
-    "translation entries in the CPU page tables, the IOMMU and the card's DMA engine, and huge "
-    "pages must be asked for before pinning: THP cannot merge pages once they are pinned.\n\n"
-    "This builds the same buffer twice (4 KB pages, then MADV_HUGEPAGE), faults it in, pins it "
-    "(device runtime when present, mlock otherwise) and shows fault and pin times, the huge "
-    "pages the kernel granted, page-table growth, and whether the pages sit on the expected "
-    "NUMA node (asked with move_pages, not assumed).\n\n"
-    "Example: xputune bench host --size 4G --node 1"
-)
+BENCH_HOST = Command(
+    ("bench", "host"),
+    "xputune.cli.bench_host_cmds:host",
+    (
+        Opt("size", ("--size",), "Buffer size (1G, 512MiB, bytes). Default 1 GiB, capped to "
+            "half the free memory.", metavar="SIZE"),
+        Opt("node", ("--node",), "Bind the buffer to this NUMA node (mbind) and run on its "
+            "CPUs. Default: first touch on the node this command runs on.", kind="int", min=0,
+            max=MAX_NODE, metavar="N"),
+        Opt("pin", ("--pin",), "auto (device runtime if present, else mlock), mlock, or "
+            "runtime.", kind="choice", choices=("auto", "mlock", "runtime"), default="auto"),
+        FORMAT,
+    ),
+)  # fmt: skip
 
 
-def host(
-    size: Annotated[
-        str | None,
-        typer.Option(
-            "--size",
-            help="Buffer size (1G, 512MiB, bytes). Default 1 GiB, capped to half the free memory.",
-            metavar="SIZE",
-        ),
-    ] = None,
-    node: Annotated[
-        int | None,
-        typer.Option(
-            "--node",
-            help="Bind the buffer to this NUMA node (mbind) and run on its CPUs. Default: "
-            "first touch on the node this command runs on.",
-            metavar="N",
-            min=0,
-            max=MAX_NODE,
-        ),
-    ] = None,
-    pin: Annotated[
-        str,
-        typer.Option(
-            "--pin",
-            help="auto (device runtime if present, else mlock), mlock, or runtime.",
-            metavar="METHOD",
-        ),
-    ] = "auto",
-    fmt: FormatOpt = Format.table,
-) -> None:
+def host(size: str | None, node: int | None, pin: str, fmt: Format) -> None:
+    """Measure what 4 KB pages cost a pinned host KV buffer, against MADV_HUGEPAGE.
+
+    HiCache's L2 pool is host memory registered with the card (cudaHostRegister,
+    xpu_host_register). Registration pins pages. With 4 KB pages a 100 GB pool needs ~26M
+    translation entries in the CPU page tables, the IOMMU and the card's DMA engine, and huge
+    pages must be asked for before pinning: THP cannot merge pages once they are pinned.
+
+    This builds the same buffer twice (4 KB pages, then MADV_HUGEPAGE), faults it in, pins it
+    (device runtime when present, mlock otherwise) and shows fault and pin times, the huge
+    pages the kernel granted, page-table growth, and whether the pages sit on the expected
+    NUMA node (asked with move_pages, not assumed).
+
+    Example: xputune bench host --size 4G --node 1
+    """
     from xputune.hicache.hostbench import bench_host, parse_size
 
     data = bench_host(parse_size(size) if size else None, node, pin)
@@ -112,8 +96,3 @@ def _render(data: dict) -> None:
         "VmPTE counts page-table memory; on x86 the kernel keeps one spare page table per huge "
         "page (to split it later), so it may not shrink even when the entries do."
     )
-
-
-def add_to(bench_app: typer.Typer) -> None:
-    """Attach `host` to the `bench` command group."""
-    bench_app.command("host", help=HOST_HELP)(host)

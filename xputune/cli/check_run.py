@@ -1,17 +1,14 @@
-"""`xputune check` itself, free of typer, and what apply shares with it.
-
-The typer command (cli/tune_cmds.py) and the fast path (cli/fastpath.py, from SPEC) both call
-run_check, so a plain `xputune check` starts without importing typer (DESIGN: check within 2x
-of the probe) and both print the same bytes.
-"""
+"""`xputune check`, and what apply, rollback and status share with it (the host, the profile
+in force, the rows of a check)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from xputune.cli.checks import given
-from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt
+from xputune.cli import exits
+from xputune.cli.options import EXAMPLE, FORMAT, PROFILE, ROOT
 from xputune.cli.output import Format, add_row, console, emit_data, text
+from xputune.cli.spec import Command, Opt
 from xputune.cli.suggest import same_host as same_host
 from xputune.cli.suggest import suggested
 from xputune.host import open_host
@@ -25,17 +22,19 @@ if TYPE_CHECKING:
     from xputune.tune.engine import Selection
     from xputune.tune.knobs import Row, TuneContext
 
-SPEC = Spec(
+ONLY = Opt(
+    "only", ("--only",), "Manage only this knob (repeatable), e.g. --only pcie.ido.",
+    kind="name", multiple=True, metavar="KNOB", complete="complete_knobs",
+)  # fmt: skip
+SKIP = Opt(
+    "skip", ("--skip",), "Leave this knob alone (repeatable), e.g. --skip shm.huge.",
+    kind="name", multiple=True, metavar="KNOB", complete="complete_knobs",
+)  # fmt: skip
+CHECK = Command(
     ("check",),
-    (
-        Opt("profile", ("--profile", "-p"), check=given),
-        Opt("only", ("--only",), multiple=True, check=given),
-        Opt("skip", ("--skip",), multiple=True, check=given),
-        ROOT,
-        EXAMPLE,
-        format_opt(),
-    ),
-    "run_check",
+    "xputune.cli.check_run:run_check",
+    (PROFILE, ONLY, SKIP, ROOT, EXAMPLE, FORMAT),
+    exits=(exits.DIFFERENCE, exits.PERMISSION),
 )
 
 VERDICT_STYLE = {"ok": "green", "drift": "red", "unsupported": "yellow", "unknown": "yellow"}
@@ -112,7 +111,17 @@ def run_check(
     example: str | None,
     fmt: Format,
 ) -> int:
-    """Compare the host with a profile and print it; the exit code: 0 all hold, 1 otherwise."""
+    """Compare the host with a profile: one row per setting, with the fix for each drift.
+
+    Each row says what the setting should be, what it is, and the exact command that fixes
+    it (setpci, echo > /sys/..., mount -o remount, sysctl), so a drift is actionable without
+    xputune. PCIe ordering gets one row per card and per port on its path. Reading config
+    space beyond 64 bytes needs root; without it those rows say "unknown".
+
+    Exit status 0 when every setting holds, 1 on any drift (or unknown / unsupported).
+
+    Example: xputune check --profile hygon-p800
+    """
     from xputune.tune import engine
 
     view, _, selection, ctx = setup(root, example, profile, None, only, skip)

@@ -69,3 +69,10 @@ def complete_knobs(incomplete: str) -> list[tuple[str, str]]:
     from xputune.tune.knobs import KNOBS
 
     return _starting(incomplete, ((name, "knob") for name in KNOBS))
+
+
+def complete_schemas(incomplete: str) -> list[tuple[str, str]]:
+    """schema NAME: the shipped JSON Schemas."""
+    from xputune.cli.schema_cmds import schema_names
+
+    return _starting(incomplete, ((n, "JSON Schema") for n in schema_names()))

@@ -1,11 +1,45 @@
-"""`xputune launch l3-donors` itself, free of typer: the typer command (cli/launch_cmds.py) only
-hands its options to run_donors, whose docstring is the command's help."""
+"""`xputune launch l3-donors`: a decode node's DRAM donors for the L3 pool, run and supervised."""
 
 from __future__ import annotations
 
 import sys
 
+from xputune.cli import exits
+from xputune.cli.options import (
+    EXAMPLE,
+    L3_HOST,
+    L3_MASTER,
+    L3_POOL_GB,
+    L3_PROTOCOL,
+    L3_SEGMENT_GB,
+    ROOT,
+)
+from xputune.cli.spec import Command, Opt
 from xputune.host import open_host
+
+LAUNCH_DONORS = Command(
+    ("launch", "l3-donors"),
+    "xputune.cli.donors_run:run_donors",
+    (
+        L3_MASTER.but(help="mooncake_master's address, HOST:PORT: where every donor mounts "
+                      "its segment (in Kubernetes its Service, "
+                      "xputune-l3-master.NAMESPACE.svc:50051).", required=True),
+        L3_HOST.but(help="This node's address, the one the other nodes reach its donors at (in "
+                    "Kubernetes the pod's IP from the downward API). Default: $MOONCAKE_HOST."),
+        L3_PROTOCOL.but(help="Mooncake's transport: rdma (default) or tcp."),
+        L3_SEGMENT_GB.but(help="At most this many GB donated by the node, split over its "
+                          "donors (default: all its NICs' nodes can spare)."),
+        L3_POOL_GB.but(help="The whole pool's size in GB, to say how many nodes like this one "
+                       "fill it."),
+        Opt("force", ("--force",), "Run the donors unbound when numactl is missing. Never runs "
+            "from --root/--example: those are dry runs only.", kind="flag", default=False),
+        Opt("dry_run", ("--dry-run", "-n"), "Print one shell line per donor; run nothing.",
+            kind="flag", default=False),
+        ROOT,
+        EXAMPLE,
+    ),
+    exits=(exits.DIFFERENCE, exits.UNSUPPORTED),
+)  # fmt: skip
 
 
 def run_donors(
@@ -41,10 +75,10 @@ def run_donors(
 
         xputune launch l3-donors --l3-master m1:50051 --l3-host 10.0.0.7 --l3-segment-gb 512
     """
-    from xputune.cli.plan_run import _shell
+    from xputune.cli.output import columns, shell_command
     from xputune.launch import donors, policy
     from xputune.launch.sglang import LaunchError
-    from xputune.plan.l3 import L3Request
+    from xputune.plan.l3 import HOST_VARIABLE, L3Request
     from xputune.topology.discover import discover
     from xputune.userfiles import printable
 
@@ -64,7 +98,8 @@ def run_donors(
         sys.stderr.write(printable(f"would refuse: {refusal}") + "\n")
     if dry_run:
         for command in prepared.commands:
-            print(printable(_shell(command)))
+            for line in shell_command(command, None, columns(), (HOST_VARIABLE,)).splitlines():
+                print(printable(line))
         return 0
     sys.stderr.flush()
     return donors.supervise(prepared.commands, prepared.names)

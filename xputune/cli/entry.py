@@ -1,53 +1,47 @@
-"""Console-script entry point: run the typer app; every error a user can make is one line.
+"""Console-script entry point: find the command, parse it from its table, run it; every error a
+user can make is one line on stderr and an exit status from cli/exits.py.
 
-Start-up is kept short: plain calls of probe, check, plan and launch sglang --dry-run take a
-typer-free fast path (cli/fastpath.py), any other command gets an app holding only
-its own module (cli/app.py build), and plain option values skip pydantic (cli/coerce.py).
-
-xputune's own errors (XputuneError) and click's usage errors (a bad option value, a missing
-argument, an unknown option or command) read the same: `xputune: error: ...` on stderr, exit
-code 2 for usage errors. --help, and a command group called without a command, stay rich.
+A command runs through cli/parse.py and its runner, importing only its own module; --help is
+drawn from the same tables by cli/helptext.py, and typer is imported only for shell completion
+(cli/helpgen.py). xputune's own errors (XputuneError) and usage errors read
+the same: `xputune: error: ...` on stderr.
 """
 
 from __future__ import annotations
 
-import re
+import os
 import sys
+from collections.abc import Sequence
 
+from xputune.cli import exits
 from xputune.errors import XputuneError
 
-# typer validates values with pydantic; its wording is rewritten in plain words.
-_PLAIN = (
-    (re.compile(r"Value error, "), ""),
-    (re.compile(r"Input should be greater than or equal to (\S+)"), r"must be at least \1"),
-    (re.compile(r"Input should be greater than (\S+)"), r"must be more than \1"),
-    (re.compile(r"Input should be less than or equal to (\S+)"), r"must be at most \1"),
-    (re.compile(r"Input should be less than (\S+)"), r"must be less than \1"),
-    (re.compile(r"Input should be a valid integer.*"), "must be a whole number"),
-    (re.compile(r"Input should be a valid number.*"), "must be a number"),
-    (re.compile(r"Unable to parse input string as an integer, exceeded maximum size"), "too long"),
-    (re.compile(r"Input should be "), "must be "),
-    (re.compile(r" \[type=.*"), ""),
-)
-# A number option with both bounds (every one has them) says its whole range: one message for
-# too small, too large, nan, inf and 5000 digits alike.
-_OUT_OF_RANGE = re.compile(r"must be (at least|at most|more than|less than) \S+|too long")
+_HELP = ("-h", "--help")
 
 
-def _number(value: float) -> str:
-    """1024, 0.01, 10000000: as a person writes the bound."""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+def _explain(args: list[str]) -> int:
+    """Let typer answer: shell completion."""
+    import typer
+
+    from xputune.cli.helpgen import application
+
+    try:
+        code = application()(args=args, prog_name="xputune", standalone_mode=False)
+    except typer.TyperException as exc:  # click's ClickException (typer vendors click)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()
+            return exits.USAGE
+        sys.stderr.write(usage_line(exc))
+        return exc.exit_code
+    except typer.Abort:
+        sys.stderr.write("xputune: error: aborted\n")
+        return exits.INTERRUPTED
+    return code if isinstance(code, int) else exits.OK
 
 
 def usage_line(exc) -> str:
-    """A click exception as xputune's one line, with where to read more."""
+    """A click exception (from typer's explaining side) as xputune's one line."""
     message = " ".join(exc.format_message().split()).rstrip(".")
-    for pattern, plain in _PLAIN:
-        message = pattern.sub(plain, message)
-    param = getattr(exc, "param", None)
-    low, high = getattr(param, "min", None), getattr(param, "max", None)
-    if low is not None and high is not None:
-        message = _OUT_OF_RANGE.sub(f"must be from {_number(low)} to {_number(high)}", message)
     if message[:1].isupper() and not message[1:2].isupper():
         message = message[0].lower() + message[1:]
     ctx = getattr(exc, "ctx", None)
@@ -56,47 +50,101 @@ def usage_line(exc) -> str:
     return f"xputune: error: {message}\n"
 
 
-def _run_app(args: list[str]) -> int:
-    import typer
+def _completion(args: list[str]) -> bool:
+    """Shell completion (typer's): the shell asks, or the user installs or shows it."""
+    return "_XPUTUNE_COMPLETE" in os.environ or args[:1] in (
+        ["--install-completion"], ["--show-completion"],
+    )  # fmt: skip
 
-    from xputune.cli.app import build
-    from xputune.cli.coerce import install
 
-    install()
-    app = build(args[0] if args else None)
-    try:
-        code = app(args=args, prog_name="xputune", standalone_mode=False)
-    except typer.TyperException as exc:  # click's ClickException (typer vendors click)
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            exc.show()  # a group called without a command prints its help, as it always did
-        else:
-            sys.stderr.write(usage_line(exc))
-        return exc.exit_code
-    except typer.Abort:
-        sys.stderr.write("xputune: error: aborted\n")
-        return 1
-    # Non-standalone click returns Exit's code, or the command's return value (None).
-    return code if isinstance(code, int) else 0
+def _help(args: list[str]) -> str | None:
+    """The help text args ask for (no command, --help anywhere before `--`), else None."""
+    from xputune.cli import helptext, registry
+
+    before = args[: args.index("--")] if "--" in args else args
+    if not args or args[0] in _HELP:
+        return helptext.top_help()
+    if not any(a in _HELP for a in before) and not (args[0] in registry.GROUPS and len(args) == 1):
+        return None
+    found = registry.find(args)
+    if found is not None:
+        return helptext.command_help(registry.load(found[0]))
+    if args[0] in registry.GROUPS and (len(args) == 1 or args[1] in _HELP):
+        return helptext.group_help(args[0])
+    return None
+
+
+def _unknown_command(args: list[str]) -> XputuneError:
+    from difflib import get_close_matches
+
+    from xputune.cli.parse import UsageError
+    from xputune.cli.registry import COMMANDS, GROUPS
+
+    word = args[0]
+    if word in GROUPS:
+        if len(args) == 1:
+            return UsageError(None, f"'{word}' needs a command: xputune {word} --help")
+        subs = [w[1] for w in COMMANDS if w[0] == word]
+        near = get_close_matches(args[1], subs, n=1)
+        hint = f"; did you mean '{word} {near[0]}'?" if near else ""
+        return UsageError(None, f"no such command '{word} {args[1]}'{hint}")
+    tops = sorted({w[0] for w in COMMANDS})
+    near = get_close_matches(word, tops, n=1)
+    hint = f"; did you mean '{near[0]}'?" if near else ""
+    return UsageError(None, f"no such command '{word}'{hint}")
+
+
+def run(args: Sequence[str]) -> int:
+    """Parse and run one command line; its exit status."""
+    from xputune.cli import output, registry
+    from xputune.cli.parse import parse
+
+    found = registry.find(args)
+    if found is None:
+        raise _unknown_command(list(args))
+    words, taken = found
+    cmd = registry.load(words)
+    values = parse(cmd, args[taken:])
+    output.set_verbosity(quiet=values.pop("quiet"), verbose=values.pop("verbose"))
+    module, _, name = cmd.runner.partition(":")
+    import importlib
+
+    code = getattr(importlib.import_module(module), name)(**values)
+    return code if isinstance(code, int) else exits.OK
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run xputune; user and usage errors print one line and return a non-zero code."""
-    args = argv if argv is not None else sys.argv[1:]
+    """Run xputune; user and usage errors print one line and return their exit status."""
+    args = list(argv if argv is not None else sys.argv[1:])
     try:
-        from xputune.cli.fastpath import run
+        if args[:1] in (["-V"], ["--version"]):
+            from xputune import __version__
 
-        code = run(args)
-        return _run_app(args) if code is None else code
+            print(f"xputune {__version__}")
+            return exits.OK
+        if _completion(args):
+            return _explain(args)
+        shown = _help(args)
+        if shown is not None:
+            sys.stdout.write(shown)
+            asked = any(a in _HELP for a in args)  # else: no command, or a group without one
+            return exits.OK if asked else exits.USAGE
+        return run(args)
     except XputuneError as exc:
-        sys.stderr.write(f"xputune: error: {exc}\n")
+        from xputune.userfiles import printable
+
+        sys.stderr.write(f"xputune: error: {printable(str(exc))}\n")
         return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("xputune: interrupted\n")
+        return exits.INTERRUPTED
     except SystemExit as exc:
         code = exc.code
         if code is None:
-            return 0
+            return exits.OK
         return code if isinstance(code, int) else 1
     except BrokenPipeError:
-        return 141
+        return exits.PIPE
 
 
 if __name__ == "__main__":

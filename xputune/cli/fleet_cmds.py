@@ -3,52 +3,69 @@ probes side by side."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
 
-import typer
+from xputune.cli import exits
+from xputune.cli.options import EXAMPLE, FORMAT, MAX_EXPIRY_MINUTES, PROFILE, ROOT
+from xputune.cli.output import Format, console, emit_data, note
+from xputune.cli.spec import Arg, Command, Opt
+from xputune.host import open_host
 
-from xputune.cli.checks import MAX_EXPIRY_MINUTES, given
-from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data
-from xputune.cli.completion import complete_profiles
-
-ProfileOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--profile",
-        "-p",
-        help="Judge drift against this profile (name or .yaml file). Default: the one "
-        "`xputune recommend` picks for this host.",
-        metavar="NAME",
-        autocompletion=complete_profiles,
-        callback=given,
+JUDGE = PROFILE.but(
+    help="Judge drift against this profile (name or .yaml file). Default: the one `xputune "
+    "recommend` picks for this host."
+)
+METRICS = Command(
+    ("metrics",),
+    "xputune.cli.fleet_cmds:metrics",
+    (
+        ROOT,
+        EXAMPLE,
+        JUDGE,
+        Opt("textfile", ("--textfile",), "Write DIR/xputune.prom atomically (for "
+            "node_exporter's --collector.textfile.directory) instead of printing.",
+            kind="path", metavar="DIR"),
     ),
-]
+)  # fmt: skip
+LABELS = Command(
+    ("labels",),
+    "xputune.cli.fleet_cmds:labels",
+    (
+        Opt("nfd", ("--nfd",), "Node Feature Discovery's features.d folder, usually "
+            "/etc/kubernetes/node-feature-discovery/features.d ('-' prints instead).",
+            kind="path", metavar="DIR", required=True),
+        ROOT,
+        EXAMPLE,
+        JUDGE,
+        Opt("expiry", ("--expiry",), "NFD drops the labels this long after the write unless "
+            "rewritten (0: never expire; at most a year).", kind="int", min=0,
+            max=MAX_EXPIRY_MINUTES, default=60, metavar="MINUTES"),
+    ),
+)  # fmt: skip
+FLEET_REPORT = Command(
+    ("fleet", "report"),
+    "xputune.cli.fleet_cmds:report",
+    (FORMAT,),
+    args=(
+        Arg("files", "FILES...", "`xputune probe --format json` files, and optionally "
+            "`xputune check --format json` files (node7.probe.json and node7.check.json are "
+            "both host node7).", multiple=True),
+    ),
+    exits=(exits.DIFFERENCE,),
+)  # fmt: skip
 
 
 def _host(root: str | None, example: str | None, profile: str | None):
-    from xputune.cli.common import host_from
     from xputune.fleet.judge import host_name, judge
     from xputune.topology.discover import discover
 
-    view = host_from(root, example)
+    view = open_host(root, example)
     topo = discover(view)
     return topo, host_name(view), judge(view, topo, profile)
 
 
 def metrics(
-    root: RootOpt = None,
-    example: ExampleOpt = None,
-    profile: ProfileOpt = None,
-    textfile: Annotated[
-        str | None,
-        typer.Option(
-            "--textfile",
-            metavar="DIR",
-            help="Write DIR/xputune.prom atomically (for node_exporter's "
-            "--collector.textfile.directory) instead of printing.",
-            callback=given,
-        ),
-    ] = None,
+    root: str | None, example: str | None, profile: str | None, textfile: str | None
 ) -> None:
     """Print the host's layout, links, PCIe ordering and drift as Prometheus metrics.
 
@@ -65,48 +82,24 @@ def metrics(
         xputune metrics --example h3c-hygon-p800
         xputune metrics --textfile /var/lib/node_exporter/textfile_collector
     """
-    from xputune.cli.common import host_from
     from xputune.fleet import watchstate
     from xputune.fleet.atomic import write_atomic
     from xputune.fleet.metrics import exposition
 
     topo, host, judgement = _host(root, example, profile)
-    watch, warning = watchstate.read(host_from(root, example))  # where `xputune watch` runs
+    watch, warning = watchstate.read(open_host(root, example))  # where `xputune watch` runs
     if warning:
-        typer.echo(f"xputune: warning: {warning}", err=True)
+        note(f"xputune: warning: {warning}")
     text = exposition(topo, host, judgement, watch)
     if textfile is None:
-        typer.echo(text, nl=False)
+        sys.stdout.write(text)
     else:
         path = write_atomic(textfile, "xputune.prom", text)
-        typer.echo(f"wrote {path}", err=True)
+        note(f"wrote {path}")
 
 
 def labels(
-    nfd: Annotated[
-        str,
-        typer.Option(
-            "--nfd",
-            metavar="DIR",
-            help="Node Feature Discovery's features.d folder, usually "
-            "/etc/kubernetes/node-feature-discovery/features.d ('-' prints instead).",
-            callback=given,
-        ),
-    ],
-    root: RootOpt = None,
-    example: ExampleOpt = None,
-    profile: ProfileOpt = None,
-    expiry: Annotated[
-        int,
-        typer.Option(
-            "--expiry",
-            min=0,
-            max=MAX_EXPIRY_MINUTES,
-            metavar="MINUTES",
-            help="NFD drops the labels this long after the write unless rewritten "
-            "(0: never expire; at most a year).",
-        ),
-    ] = 60,
+    nfd: str, root: str | None, example: str | None, profile: str | None, expiry: int
 ) -> None:
     """Write node labels for the scheduler as a Node Feature Discovery local feature file.
 
@@ -132,32 +125,13 @@ def labels(
     text = feature_file(make_labels(topo, judgement),
                         expiry=timedelta(minutes=expiry) if expiry else None)  # fmt: skip
     if nfd == "-":
-        typer.echo(text, nl=False)
+        sys.stdout.write(text)
     else:
         path = write_atomic(nfd, FILE_NAME, text)
-        typer.echo(f"wrote {path}", err=True)
+        note(f"wrote {path}")
 
 
-fleet_app = typer.Typer(
-    name="fleet",
-    help="Many hosts at once: merge their probe (and check) JSON into outliers.",
-    no_args_is_help=True,
-)
-
-
-@fleet_app.command("report")
-def report(
-    files: Annotated[
-        list[str],
-        typer.Argument(
-            metavar="FILES...",
-            help="`xputune probe --format json` files, and optionally `xputune check --format "
-            "json` files (node7.probe.json and node7.check.json are both host node7).",
-            callback=given,
-        ),
-    ],
-    fmt: FormatOpt = Format.table,
-) -> None:
+def report(files: list[str], fmt: Format) -> int:
     """Which hosts drift, which cards run degraded links, which hosts differ in layout.
 
     Each file is a probe or a check document of one host (told apart by content); the host is
@@ -181,7 +155,7 @@ def report(
         emit_data(doc, fmt)
     else:
         _render(doc)
-    raise typer.Exit(1 if has_findings(doc) else 0)
+    return exits.DIFFERENCE if has_findings(doc) else exits.OK
 
 
 def _render(doc) -> None:
@@ -242,9 +216,3 @@ def _render(doc) -> None:
     out.print(text(f"{hosts} host{'s' * (hosts != 1)}: " + ("; ".join(summary) or
                                                           "nothing stands out")),
               soft_wrap=True)  # fmt: skip
-
-
-def register(app: typer.Typer) -> None:
-    app.command("metrics")(metrics)
-    app.command("labels")(labels)
-    app.add_typer(fleet_app, name="fleet")

@@ -1,25 +1,14 @@
-"""kernels (plan, build, selftest) and bench (copy): the KV copy kernels from the command line.
-
-`bench_app` is the `bench` command group. Other command families add their own benchmarks to
-it instead of creating a second group, e.g. in cli/bench_host.py:
-
-    from xputune.cli.kernels_cmds import bench_app
-
-    @bench_app.command("host")
-    def bench_host(...): ...
-
-register() adds both groups to the application; commands added to bench_app before the CLI
-runs appear under `xputune bench`.
-"""
+"""kernels (plan, build, selftest) and bench copy: the KV copy kernels from the command line
+(bench host: cli/bench_host_cmds.py)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from xputune.cli.checks import (
+from xputune.cli import exits
+from xputune.cli.options import (
+    FORMAT,
     MAX_BLOCK,
     MAX_ITEM,
     MAX_LAYERS,
@@ -27,21 +16,8 @@ from xputune.cli.checks import (
     MAX_SEED,
     MAX_TOKENS,
 )
-from xputune.cli.common import Format, FormatOpt, console, emit_data
-
-kernels_app = typer.Typer(
-    name="kernels",
-    help="Plan, build and check the KV copy kernels (SGLang kvcacheio operators, any vendor).\n\n"
-    "The number of DMA submissions decides whether a layer's transfer reaches sequential "
-    "bandwidth; these commands show that count per layout, build the host/CUDA/XPU backends, "
-    "and check every operator against a numpy reference.",
-    no_args_is_help=True,
-)
-bench_app = typer.Typer(
-    name="bench",
-    help="Measure transfer paths, each figure side by side with a plain copy of the same bytes.",
-    no_args_is_help=True,
-)
+from xputune.cli.output import Format, console, emit_data
+from xputune.cli.spec import Command, Opt
 
 
 class HostLayout(StrEnum):
@@ -66,49 +42,89 @@ class BenchDevice(StrEnum):
     torch = "torch"
 
 
-LayoutOpt = Annotated[
-    list[HostLayout] | None,
-    typer.Option("--layout", "-l", help="Host layout (repeat for several; default: all three)."),
-]
-TokensOpt = Annotated[
-    int, typer.Option("--tokens", min=0, max=MAX_TOKENS, help="Tokens moved per layer.")
-]
-PageOpt = Annotated[int, typer.Option("--page-size", min=1, max=MAX_BLOCK, help="Tokens per page.")]
-ItemOpt = Annotated[
-    int,
-    typer.Option(
-        "--item-size", min=1, max=MAX_ITEM, help="Bytes of one token of one layer (MLA: 1152)."
+def _choice(dest: str, names: tuple[str, ...], help: str, enum: type[StrEnum], **kw: Any):
+    return Opt(dest, names, help, kind="choice", choices=tuple(e.value for e in enum), cast=enum,
+               **kw)  # fmt: skip
+
+
+LAYOUT = _choice("layout", ("--layout", "-l"), "Host layout (repeat for several; default: all "
+                 "three).", HostLayout, multiple=True)  # fmt: skip
+TOKENS = Opt("tokens", ("--tokens",), "Tokens moved per layer.", kind="int", min=0,
+             max=MAX_TOKENS, default=32768)  # fmt: skip
+PAGE = Opt("page_size", ("--page-size",), "Tokens per page.", kind="int", min=1, max=MAX_BLOCK,
+           default=64)  # fmt: skip
+ITEM = Opt("item_size", ("--item-size",), "Bytes of one token of one layer (MLA: 1152).",
+           kind="int", min=1, max=MAX_ITEM, default=1152)  # fmt: skip
+PATTERN = _choice("pattern", ("--pattern",), "Host slots: contiguous, pages (whole pages in "
+                  "random order, as a paged allocator gives them) or random (every slot "
+                  "anywhere).", Pattern, default=Pattern.contiguous)  # fmt: skip
+
+KERNELS_PLAN = Command(
+    ("kernels", "plan"),
+    "xputune.cli.kernels_cmds:plan_cmd",
+    (
+        LAYOUT, TOKENS, PAGE,
+        Opt("layers", ("--layers",), "Model layers moved.", kind="int", min=1, max=MAX_LAYERS,
+            default=78),
+        ITEM, PATTERN,
+        _choice("direction", ("--direction",), "d2h (write-back) or h2d (load).", Direction,
+                default=Direction.d2h),
+        FORMAT,
     ),
-]
-PatternOpt = Annotated[
-    Pattern,
-    typer.Option(
-        "--pattern",
-        help="Host slots: contiguous, pages (whole pages in random order, as a paged allocator "
-        "gives them) or random (every slot anywhere).",
+)  # fmt: skip
+KERNELS_BUILD = Command(
+    ("kernels", "build"),
+    "xputune.cli.kernels_cmds:build_cmd",
+    (Opt("force", ("--force",), "Rebuild even if cached.", kind="flag", default=False), FORMAT),
+    exits=(exits.DIFFERENCE,),
+)
+KERNELS_SELFTEST = Command(
+    ("kernels", "selftest"),
+    "xputune.cli.kernels_cmds:selftest_cmd",
+    (
+        Opt("rounds", ("--rounds",), "Random cases per operator and direction.", kind="int",
+            min=1, max=MAX_RUNS, default=3),
+        Opt("seed", ("--seed",), "Seed of the random cases.", kind="int", min=0, max=MAX_SEED,
+            default=0),
+        FORMAT,
     ),
-]
+    exits=(exits.DIFFERENCE,),
+)  # fmt: skip
+BENCH_COPY = Command(
+    ("bench", "copy"),
+    "xputune.cli.kernels_cmds:bench_copy_cmd",
+    (
+        LAYOUT,
+        _choice("direction", ("--direction", "-d"), "h2d and/or d2h (default: both).",
+                Direction, multiple=True),
+        TOKENS,
+        Opt("layers", ("--layers",), "Layers moved per run.", kind="int", min=1,
+            max=MAX_LAYERS, default=1),
+        Opt("pool_layers", ("--pool-layers",), "Layers the host pool holds (strides).",
+            kind="int", min=1, max=MAX_LAYERS, default=4),
+        ITEM, PAGE, PATTERN,
+        Opt("repeats", ("--repeats",), "Timed runs per case.", kind="int", min=1,
+            max=MAX_RUNS, default=9),
+        _choice("device", ("--device",), "host: both sides in host memory, host backend, "
+                "baseline one memcpy. torch: the torch device (CUDA or Kunlunxin) against "
+                "pinned host memory, baseline one copy_.", BenchDevice,
+                default=BenchDevice.host),
+        Opt("threads", ("--threads",), "Host backend threads (0 = automatic).", kind="int",
+            min=0, max=MAX_RUNS, default=0),
+        FORMAT,
+    ),
+)  # fmt: skip
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(kernels_app, name="kernels")
-    app.add_typer(bench_app, name="bench")
-
-
-@kernels_app.command("plan")
 def plan_cmd(
-    layout: LayoutOpt = None,
-    tokens: TokensOpt = 32768,
-    page_size: PageOpt = 64,
-    layers: Annotated[
-        int, typer.Option("--layers", min=1, max=MAX_LAYERS, help="Model layers moved.")
-    ] = 78,
-    item_size: ItemOpt = 1152,
-    pattern: PatternOpt = Pattern.contiguous,
-    direction: Annotated[
-        Direction, typer.Option("--direction", help="d2h (write-back) or h2d (load).")
-    ] = Direction.d2h,
-    fmt: FormatOpt = Format.table,
+    layout: list[HostLayout],
+    tokens: int,
+    page_size: int,
+    layers: int,
+    item_size: int,
+    pattern: Pattern,
+    direction: Direction,
+    fmt: Format,
 ) -> None:
     """Count the copy segments (DMA submissions) a transfer costs in each host layout.
 
@@ -171,12 +187,9 @@ def plan_cmd(
     console().print(table)
 
 
-@kernels_app.command("build")
-def build_cmd(
-    force: Annotated[bool, typer.Option("--force", help="Rebuild even if cached.")] = False,
-    fmt: FormatOpt = Format.table,
-) -> None:
-    """Build the copy backends into the per-user cache (~/.cache/xputune/kernels).
+def build_cmd(force: bool, fmt: Format) -> int:
+    """Build the copy backends into the per-user cache (XPUTUNE_CACHE_DIR, else
+    ~/.cache/xputune/kernels, /var/cache/xputune/kernels for root).
 
     An installed xputune comes with host, stackdist (tiers) and the XPU backend against its
     test runtime built with the wheel: they are listed as installed, and --force leaves them
@@ -204,26 +217,13 @@ def build_cmd(
         for r in rows:  # a detail is a path or a compiler's message: data
             add_row(table, r["backend"], r["status"], r["detail"])
         console().print(table)
-    if failed:
-        raise typer.Exit(1)
+    return exits.DIFFERENCE if failed else exits.OK
 
 
-@kernels_app.command("selftest")
-def selftest_cmd(
-    rounds: Annotated[
-        int,
-        typer.Option(
-            "--rounds", min=1, max=MAX_RUNS, help="Random cases per operator and direction."
-        ),
-    ] = 3,
-    seed: Annotated[
-        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Seed of the random cases.")
-    ] = 0,
-    fmt: FormatOpt = Format.table,
-) -> None:
+def selftest_cmd(rounds: int, seed: int, fmt: Format) -> int:
     """Check every copy operator against a numpy reference on this machine's devices.
 
-    Runs each of the six operators in both directions on random geometries and indices: on
+    Runs each operator in both directions on random geometries and indices: on
     host numpy arrays, on the XPU backend over its test runtime, on torch CPU tensors when
     torch is installed, and on the torch device (CUDA or Kunlunxin) when one is visible.
     Exits 1 if any output byte differs.
@@ -254,48 +254,22 @@ def selftest_cmd(
                 result = Text("skipped", "yellow")
             add_row(table, o.placement, o.operator, o.direction, result, o.detail)
         console().print(table)
-    if not ok:
-        raise typer.Exit(1)
+    return exits.OK if ok else exits.DIFFERENCE
 
 
-@bench_app.command("copy")
 def bench_copy_cmd(
-    layout: LayoutOpt = None,
-    direction: Annotated[
-        list[Direction] | None,
-        typer.Option("--direction", "-d", help="h2d and/or d2h (default: both)."),
-    ] = None,
-    tokens: TokensOpt = 32768,
-    layers: Annotated[
-        int, typer.Option("--layers", min=1, max=MAX_LAYERS, help="Layers moved per run.")
-    ] = 1,
-    pool_layers: Annotated[
-        int,
-        typer.Option(
-            "--pool-layers", min=1, max=MAX_LAYERS, help="Layers the host pool holds (strides)."
-        ),
-    ] = 4,
-    item_size: ItemOpt = 1152,
-    page_size: PageOpt = 64,
-    pattern: PatternOpt = Pattern.contiguous,
-    repeats: Annotated[
-        int, typer.Option("--repeats", min=1, max=MAX_RUNS, help="Timed runs per case.")
-    ] = 9,
-    device: Annotated[
-        BenchDevice,
-        typer.Option(
-            "--device",
-            help="host: both sides in host memory, host backend, baseline one memcpy. torch: the "
-            "torch device (CUDA or Kunlunxin) against pinned host memory, baseline one copy_.",
-        ),
-    ] = BenchDevice.host,
-    threads: Annotated[
-        int,
-        typer.Option(
-            "--threads", min=0, max=MAX_RUNS, help="Host backend threads (0 = automatic)."
-        ),
-    ] = 0,
-    fmt: FormatOpt = Format.table,
+    layout: list[HostLayout],
+    direction: list[Direction],
+    tokens: int,
+    layers: int,
+    pool_layers: int,
+    item_size: int,
+    page_size: int,
+    pattern: Pattern,
+    repeats: int,
+    device: BenchDevice,
+    threads: int,
+    fmt: Format,
 ) -> None:
     """Copy bandwidth per host layout and direction next to one plain copy of the same bytes.
 

@@ -1,8 +1,4 @@
-"""`xputune launch sglang` itself, free of typer: the typer command (cli/launch_cmds.py) and
-the fast path (cli/fastpath.py, from SPEC; only with --dry-run, which prints and runs nothing)
-both call run_launch, so `xputune launch sglang --dry-run` starts without importing typer
-(DESIGN: within 2x of the probe) and both print the same bytes.
-"""
+"""`xputune launch sglang`: probe, plan, check, then exec SGLang with all of it."""
 
 from __future__ import annotations
 
@@ -10,27 +6,37 @@ import shlex
 import sys
 from pathlib import Path
 
-from xputune.cli.checks import given
-from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec
-from xputune.cli.plan_run import SHARED
+from xputune.cli import exits
+from xputune.cli.options import EXAMPLE, L3_SHARED, PLAN_SHARED, PROFILE, ROOT
+from xputune.cli.spec import Command, Opt
 from xputune.host import open_host
 
-SPEC = Spec(
+LAUNCH_SGLANG = Command(
     ("launch", "sglang"),
+    "xputune.cli.launch_run:run_launch",
     (
-        *SHARED,
-        Opt("features", ("--features",), default="lifo,async,count-once,kernels,numa"),
-        Opt("profile", ("--profile", "-p"), check=given),
-        Opt("force", ("--force",), bool, False),
-        Opt("dry_run", ("--dry-run", "-n"), bool, False),
-        Opt("stats_dir", ("--stats-dir",), check=given),
+        *PLAN_SHARED,
+        *L3_SHARED,
+        Opt("features", ("--features",), "Cache plugin features, comma-separated: lifo, "
+            "async, count-once, kernels, numa (host KV buffer on the plan's node), ghost, "
+            "tp-shared (--strategy shared uses it instead of numa); 'none' for plain SGLang.",
+            default="lifo,async,count-once,kernels,numa", metavar="LIST"),
+        PROFILE.but(help="Tuning profile to check against (default: the recommended one)."),
+        Opt("force", ("--force",), "Launch despite critical drift, an L3 preflight refusal, "
+            "a TP size SGLang refuses, and all-nodes without IDO. Never launches from "
+            "--root/--example: those are dry runs only.", kind="flag", default=False),
+        Opt("dry_run", ("--dry-run", "-n"), "Print the environment and command; run nothing.",
+            kind="flag", default=False),
+        Opt("stats_dir", ("--stats-dir",), "Directory where each server process writes the "
+            "cache plugin's counters (xputune-stats-<pid>.json).", kind="path",
+            metavar="DIR"),
         ROOT,
         EXAMPLE,
     ),
-    "run_launch",
     passthrough="user_args",
-    needs="dry_run",
-)
+    passthrough_metavar="SGLANG_ARGS",
+    exits=(exits.DIFFERENCE, exits.PERMISSION, exits.UNSUPPORTED),
+)  # fmt: skip
 
 
 def run_launch(
@@ -59,11 +65,43 @@ def run_launch(
     root: str | None,
     example: str | None,
 ) -> None:
-    """Prepare the SGLang launch (bindings, tier, plugin, drift check) and print or run it."""
-    from xputune.cli.plan_run import plan_request
+    """Run `python -m sglang.launch_server` bound, sized and tuned for this machine.
+
+    Computes --numa-node, --enable-hierarchical-cache, --hicache-size, --hicache-mem-layout
+    layer_first, --hicache-io-backend, --hicache-write-policy and --disaggregation-ib-device
+    from the probe and the plan, sets CUDA/XPU_VISIBLE_DEVICES and the cache plugin's switches,
+    runs `xputune check` and refuses on critical drift unless --force, then merges your ARGS
+    (after `--`, which separates xputune's options from SGLang's: an option before it that
+    xputune does not know is an error, not passed on): your flags win, and each conflict is
+    reported. A TP size SGLang refuses (one that does not divide the model's attention heads)
+    is an error unless --force.
+
+    With `--device cpu` in ARGS it serves from host memory on a host without cards: no card
+    bindings or drift check, the L2 tier sized from this host's memory, SGLang's CPU engine
+    switched on, and the plugin features that apply (host-buffer and kernels added, numa
+    dropped).
+
+    With --l3 mooncake (--l3-master HOST:PORT, --l3-protocol tcp|rdma) or --l3 file
+    (--l3-dir DIR) it adds SGLang's storage tier: the backend, one extra-config (master,
+    metadata server, protocol, device per rank, segment size) and the prefetch policy, with
+    the layout the backend runs (page_first for Mooncake). It first checks that the master
+    answers, that the mooncake package and libibverbs load, and that the segment fits, and says
+    in one line what is missing (--force launches anyway).
+
+    Examples:
+
+        xputune launch sglang -n --example h3c-hygon-p800 -- --model-path zai-org/GLM-5 --tp 8
+        xputune launch sglang --strategy shared --tier max -- --model-path /models/GLM-5 --tp 8
+
+        xputune launch sglang -- --model-path /models/tiny-llama --device cpu
+
+        xputune launch sglang --l3 mooncake --l3-master m1:50051 -- --model-path /m/GLM-5
+    """
+    from xputune.cli.requests import plan_request
     from xputune.launch import policy
     from xputune.launch.cpu import is_cpu_device
     from xputune.launch.sglang import LaunchError, execute, user_value
+    from xputune.plan.host_plan import RefusedTpError
     from xputune.plan.models import resolve_model
     from xputune.topology.discover import discover
     from xputune.userfiles import model_config, printable
@@ -87,10 +125,13 @@ def run_launch(
     )  # fmt: skip
     view = open_host(root, example)
     topo = discover(view)
-    if is_cpu_device(user_value(user_args, "--device")):
-        launch = policy.prepare_cpu(topo, request)
-    else:
-        launch = policy.prepare(view, topo, request)
+    try:
+        if is_cpu_device(user_value(user_args, "--device")):
+            launch = policy.prepare_cpu(topo, request)
+        else:
+            launch = policy.prepare(view, topo, request)
+    except RefusedTpError as exc:
+        raise RefusedTpError(f"{exc} (--force launches it anyway)") from None
     refusal = "; ".join(launch.refusals)
     if launch.drifting:
         from xputune.cli.suggest import same_host, suggested
@@ -102,11 +143,15 @@ def run_launch(
     if refusal:
         refusal += ", or pass --force"
         if not dry_run:
-            raise LaunchError(refusal)
+            error = LaunchError(refusal)
+            error.exit_code = exits.DIFFERENCE if launch.drifting else exits.UNSUPPORTED
+            raise error
         launch.notes.append(f"would refuse: {refusal}")
     for line in launch.notes:  # drift lines quote the host's values: data
         sys.stderr.write(printable(line) + "\n")
     if dry_run:
-        print(launch.spec.shell_line())
+        from xputune.cli.output import columns, shell_command
+
+        print(shell_command(launch.spec.argv, launch.spec.env, columns()))
         return
     execute(launch.spec)

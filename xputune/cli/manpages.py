@@ -1,4 +1,6 @@
-"""Man pages generated from the CLI definition, so they never drift from --help.
+"""Man pages generated from the command tables (through typer's view of them, cli/helpgen.py),
+so they never drift from --help; EXIT STATUS and ENVIRONMENT come from cli/exits.py and
+cli/environment.py.
 
 `python -m xputune.cli.manpages man/` rewrites the pages; a test fails when man/ is stale.
 """
@@ -73,15 +75,38 @@ def _page(path: list[str], command) -> str:
         for name, sub in subs:
             first = (sub.help or "").strip().splitlines()
             out += [".TP", f"\\fB{name}\\fR", _esc(first[0] if first else "")]
+    out += _status_and_environment(tuple(path[1:]))
     out += [".SH SEE ALSO", "xputune(1)" if len(path) > 1 else "lstopo(1), nvidia-smi(1)"]
     return "\n".join(out) + "\n"
 
 
+def _status_and_environment(words: tuple[str, ...]) -> list[str]:
+    """EXIT STATUS and ENVIRONMENT of a command (of the whole tool for xputune(1))."""
+    from xputune.cli import environment, exits, registry
+
+    if words in registry.COMMANDS:
+        codes = exits.statuses(registry.load(words).exits)
+        variables = environment.for_command(words)
+    elif not words:
+        codes = list(exits.MEANINGS.items())
+        variables = [(name, what) for name, (what, _) in environment.VARIABLES.items()]
+    else:  # a group: its commands' pages say it
+        return []
+    out = [".SH EXIT STATUS"]
+    for code, meaning in codes:
+        out += [".TP", f"\\fB{code}\\fR", _esc(meaning)]
+    if variables:
+        out.append(".SH ENVIRONMENT")
+        for name, what in variables:
+            out += [".TP", f"\\fB{name}\\fR", _esc(what)]
+    return out
+
+
 def render_all() -> dict[str, str]:
     """File name -> page text for xputune and every subcommand."""
-    from xputune.cli.app import app
+    from xputune.cli.helpgen import application
 
-    root = typer.main.get_command(app)
+    root = typer.main.get_command(application())
     return {f"{'-'.join(path)}.1": _page(path, cmd) for path, cmd in _walk(root, ["xputune"])}
 
 

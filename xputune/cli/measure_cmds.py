@@ -5,12 +5,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from xputune.cli.checks import given
-from xputune.cli.common import Format, FormatOpt, console, emit_data
+from xputune.cli import exits
+from xputune.cli.options import FORMAT
+from xputune.cli.output import Format, console, emit_data
+from xputune.cli.spec import Command, Opt
 from xputune.errors import XputuneError
 
 if TYPE_CHECKING:
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 MAX_REQUESTS = 10_000_000
 MAX_SECONDS = 1e7  # --duration, --timeout, --start-timeout, --stop-grace: about 16 weeks
 MAX_TOKENS_PER_BLOCK = 1 << 20
-INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (after its report)
 
 
 class TraceFormat(StrEnum):
@@ -34,123 +33,90 @@ class TraceFormat(StrEnum):
 
 # ------------------------------------------------------------------ options both commands take
 
-TraceOpt = Annotated[
-    str,
-    typer.Option(
-        "--trace",
-        help="Request trace (JSON lines, plain or gzip): Mooncake (hash_ids, timestamp, "
-        "output_length) or the generic format.",
-        metavar="FILE",
-        callback=given,
+TRACE = Opt(
+    "trace",
+    ("--trace",),
+    "Request trace (JSON lines, plain or gzip): Mooncake "
+    "(hash_ids, timestamp, output_length) or the generic format.",
+    kind="path",
+    metavar="FILE",
+    required=True,
+)
+TRACE_OPTIONS = (
+    Opt("trace_format", ("--trace-format",), "auto looks for hash_ids in the first request.",
+        kind="choice", choices=tuple(f.value for f in TraceFormat), default=TraceFormat.auto,
+        cast=TraceFormat),
+    Opt("block_size", ("--block-size",), "Tokens per trace block (Mooncake: 512; generic: its "
+        "page_size).", kind="int", min=1, max=MAX_TOKENS_PER_BLOCK),
+    Opt("block_tokens", ("--block-tokens",), "Send each trace block as this many tokens "
+        "(default: the block size), to fit a trace to a small server's pool; the prediction "
+        "uses the same scaled blocks.", kind="int", min=1, max=MAX_TOKENS_PER_BLOCK),
+    Opt("skip", ("--skip",), "Pass over this many requests first.", kind="int", min=0,
+        max=MAX_REQUESTS, default=0),
+    Opt("requests", ("--requests", "-n"), "Send at most this many requests.", kind="int",
+        min=1, max=MAX_REQUESTS),
+    Opt("duration", ("--duration",), "Stop sending after this many seconds (what is in "
+        "flight finishes).", kind="float", min=0.0, max=MAX_SECONDS, metavar="SECONDS"),
+    Opt("concurrency", ("--concurrency", "-c"), "Closed loop: this many requests at once, "
+        "each sent when one finishes. Default: open loop at the trace's timestamps.",
+        kind="int", min=1, max=MAX_REQUESTS),
+    Opt("speedup", ("--speedup",), "Open loop: play the trace's clock this many times "
+        "faster.", kind="float", min=1e-6, max=1e9, default=1.0),
+    Opt("max_inflight", ("--max-inflight",), "Open loop: requests (threads, connections) at "
+        "once, at most; a request that waits for one is reported as dispatch lag.",
+        kind="int", min=1, max=100_000, default=256),
+    Opt("max_output", ("--max-output",), "Cap on each request's output tokens (the trace's "
+        "output_length; 1 where it has none).", kind="int", min=1, max=MAX_REQUESTS,
+        default=512),
+    Opt("token_range", ("--token-range",), "Token ids prompts are drawn from, LO:HI, inside "
+        "the model's vocabulary. Default: 10 up to the vocab_size of the server's model "
+        "(capped at 32000).", metavar="LO:HI"),
+    Opt("host_tokens", ("--host-tokens",), "L2 (host pool) size in tokens, when the server's "
+        "cannot be worked out here (--hicache-size without a readable config.json).",
+        kind="int", min=0, max=1 << 50),
+    Opt("timeout", ("--timeout",), "Seconds one request may go without a byte.",
+        kind="float", min=0.001, max=MAX_SECONDS, default=600.0, metavar="SECONDS"),
+)  # fmt: skip
+REPLAY = Command(
+    ("replay",),
+    "xputune.cli.measure_cmds:replay_cmd",
+    (
+        TRACE,
+        Opt("url", ("--url",), "The running SGLang server (SGLang's default port is 30000).",
+            kind="name", default="http://127.0.0.1:30000", metavar="URL"),
+        *TRACE_OPTIONS,
+        Opt("per_request", ("--per-request",), "Add every request's numbers to the JSON.",
+            kind="flag", default=False),
+        FORMAT,
     ),
-]
-TraceFormatOpt = Annotated[
-    TraceFormat,
-    typer.Option("--trace-format", help="auto looks for hash_ids in the first request."),
-]
-BlockSizeOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--block-size",
-        help="Tokens per trace block (Mooncake: 512; generic: its page_size).",
-        min=1,
-        max=MAX_TOKENS_PER_BLOCK,
+)  # fmt: skip
+SWEEP = Command(
+    ("sweep",),
+    "xputune.cli.measure_cmds:sweep_cmd",
+    (
+        TRACE,
+        Opt("sizes", ("--sizes",), "L2 sizes to try, comma-separated: whole GB per rank "
+            "(8GB,16GB) or host/device pool ratios (x2,x4). Default: the plan's ladder for "
+            "this host.", metavar="LIST"),
+        Opt("baseline", ("--baseline",), "Also run with HiCache off first: net benefit is "
+            "against it.", kind="flag", default=False),
+        Opt("min_gain", ("--min-gain",), "Plateau rule: stop when a size adds fewer percentage "
+            "points of hit rate.", kind="float", min=0.0, max=100.0, default=1.0,
+            metavar="POINTS"),
+        Opt("launch_opt", ("--launch-opt",), "Options for `xputune launch sglang` (repeat, or "
+            "quote several: --launch-opt '--write-policy write_through').", multiple=True,
+            metavar="OPTS"),
+        Opt("start_timeout", ("--start-timeout",), "Seconds a server may take to answer.",
+            kind="float", min=1.0, max=MAX_SECONDS, default=900.0, metavar="SECONDS"),
+        Opt("stop_grace", ("--stop-grace",), "Seconds between SIGTERM and SIGKILL when a "
+            "server is stopped.", kind="float", min=0.0, max=MAX_SECONDS, default=20.0,
+            metavar="SECONDS"),
+        *TRACE_OPTIONS,
+        FORMAT,
     ),
-]
-BlockTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--block-tokens",
-        help="Send each trace block as this many tokens (default: the block size), to fit a "
-        "trace to a small server's pool; the prediction uses the same scaled blocks.",
-        min=1,
-        max=MAX_TOKENS_PER_BLOCK,
-    ),
-]
-SkipOpt = Annotated[
-    int,
-    typer.Option("--skip", help="Pass over this many requests first.", min=0, max=MAX_REQUESTS),
-]
-RequestsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--requests", "-n", help="Send at most this many requests.", min=1, max=MAX_REQUESTS
-    ),
-]
-DurationOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--duration",
-        help="Stop sending after this many seconds (what is in flight finishes).",
-        min=0.0,
-        max=MAX_SECONDS,
-    ),
-]
-ConcurrencyOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--concurrency",
-        "-c",
-        help="Closed loop: this many requests at once, each sent when one finishes. Default: "
-        "open loop at the trace's timestamps.",
-        min=1,
-        max=MAX_REQUESTS,
-    ),
-]
-SpeedupOpt = Annotated[
-    float,
-    typer.Option(
-        "--speedup",
-        help="Open loop: play the trace's clock this many times faster.",
-        min=1e-6,
-        max=1e9,
-    ),
-]
-MaxInflightOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-inflight",
-        help="Open loop: requests (threads, connections) at once, at most; a request that "
-        "waits for one is reported as dispatch lag.",
-        min=1,
-        max=100_000,
-    ),
-]
-MaxOutputOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-output",
-        help="Cap on each request's output tokens (the trace's output_length; 1 where it has "
-        "none).",
-        min=1,
-        max=MAX_REQUESTS,
-    ),
-]
-TokenRangeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--token-range",
-        help="Token ids prompts are drawn from, LO:HI, inside the model's vocabulary. Default: "
-        "10 up to the vocab_size of the server's model (capped at 32000).",
-        metavar="LO:HI",
-    ),
-]
-HostTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--host-tokens",
-        help="L2 (host pool) size in tokens, when the server's cannot be worked out here "
-        "(--hicache-size without a readable config.json).",
-        min=0,
-        max=1 << 50,
-    ),
-]
-TimeoutOpt = Annotated[
-    float,
-    typer.Option(
-        "--timeout", help="Seconds one request may go without a byte.", min=0.001, max=MAX_SECONDS
-    ),
-]
+    passthrough="sglang_args",
+    passthrough_metavar="SGLANG_ARGS",
+)  # fmt: skip
 
 
 def _token_range(text: str | None) -> tuple[int, int] | None:
@@ -223,33 +189,24 @@ def _counting(total: int, label: str, enabled: bool) -> Iterator[Callable[[Any],
 
 
 def replay_cmd(
-    trace: TraceOpt,
-    url: Annotated[
-        str,
-        typer.Option(
-            "--url",
-            help="The running SGLang server (SGLang's default port is 30000).",
-            metavar="URL",
-        ),
-    ] = "http://127.0.0.1:30000",
-    trace_format: TraceFormatOpt = TraceFormat.auto,
-    block_size: BlockSizeOpt = None,
-    block_tokens: BlockTokensOpt = None,
-    skip: SkipOpt = 0,
-    requests: RequestsOpt = None,
-    duration: DurationOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    speedup: SpeedupOpt = 1.0,
-    max_inflight: MaxInflightOpt = 256,
-    max_output: MaxOutputOpt = 512,
-    token_range: TokenRangeOpt = None,
-    host_tokens: HostTokensOpt = None,
-    timeout: TimeoutOpt = 600.0,
-    per_request: Annotated[
-        bool, typer.Option("--per-request", help="Add every request's numbers to the JSON.")
-    ] = False,
-    fmt: FormatOpt = Format.table,
-) -> None:
+    trace: str,
+    url: str,
+    trace_format: TraceFormat,
+    block_size: int | None,
+    block_tokens: int | None,
+    skip: int,
+    requests: int | None,
+    duration: float | None,
+    concurrency: int | None,
+    speedup: float,
+    max_inflight: int,
+    max_output: int,
+    token_range: str | None,
+    host_tokens: int | None,
+    timeout: float,
+    per_request: bool,
+    fmt: Format,
+) -> int:
     """Measure a running server with a trace: hits per tier, TTFT, beside the prediction.
 
     Sends the trace's requests to SGLang's /generate, streamed, each prompt made of token ids
@@ -301,8 +258,7 @@ def replay_cmd(
         emit_data(data, fmt)
     else:
         _render_replay(data)
-    if run.stop == "interrupted":
-        raise typer.Exit(INTERRUPTED)
+    return exits.INTERRUPTED if run.stop == "interrupted" else exits.OK
 
 
 def _pct(x: float | None) -> str:
@@ -479,74 +435,29 @@ class _SweepProgress:
 
 
 def sweep_cmd(
-    ctx: typer.Context,
-    trace: TraceOpt,
-    sizes: Annotated[
-        str | None,
-        typer.Option(
-            "--sizes",
-            help="L2 sizes to try, comma-separated: whole GB per rank (8GB,16GB) or host/device "
-            "pool ratios (x2,x4). Default: the plan's ladder for this host.",
-            metavar="LIST",
-        ),
-    ] = None,
-    baseline: Annotated[
-        bool,
-        typer.Option(
-            "--baseline", help="Also run with HiCache off first: net benefit is against it."
-        ),
-    ] = False,
-    min_gain: Annotated[
-        float,
-        typer.Option(
-            "--min-gain",
-            help="Plateau rule: stop when a size adds fewer percentage points of hit rate.",
-            min=0.0,
-            max=100.0,
-        ),
-    ] = 1.0,
-    launch_opt: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--launch-opt",
-            help="Options for `xputune launch sglang` (repeat, or quote several: "
-            "--launch-opt '--write-policy write_through').",
-            metavar="OPTS",
-        ),
-    ] = None,
-    start_timeout: Annotated[
-        float,
-        typer.Option(
-            "--start-timeout",
-            help="Seconds a server may take to answer.",
-            min=1.0,
-            max=MAX_SECONDS,
-        ),
-    ] = 900.0,
-    stop_grace: Annotated[
-        float,
-        typer.Option(
-            "--stop-grace",
-            help="Seconds between SIGTERM and SIGKILL when a server is stopped.",
-            min=0.0,
-            max=MAX_SECONDS,
-        ),
-    ] = 20.0,
-    trace_format: TraceFormatOpt = TraceFormat.auto,
-    block_size: BlockSizeOpt = None,
-    block_tokens: BlockTokensOpt = None,
-    skip: SkipOpt = 0,
-    requests: RequestsOpt = None,
-    duration: DurationOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    speedup: SpeedupOpt = 1.0,
-    max_inflight: MaxInflightOpt = 256,
-    max_output: MaxOutputOpt = 512,
-    token_range: TokenRangeOpt = None,
-    host_tokens: HostTokensOpt = None,
-    timeout: TimeoutOpt = 600.0,
-    fmt: FormatOpt = Format.table,
-) -> None:
+    trace: str,
+    sizes: str | None,
+    baseline: bool,
+    min_gain: float,
+    launch_opt: list[str],
+    start_timeout: float,
+    stop_grace: float,
+    trace_format: TraceFormat,
+    block_size: int | None,
+    block_tokens: int | None,
+    skip: int,
+    requests: int | None,
+    duration: float | None,
+    concurrency: int | None,
+    speedup: float,
+    max_inflight: int,
+    max_output: int,
+    token_range: str | None,
+    host_tokens: int | None,
+    timeout: float,
+    fmt: Format,
+    sglang_args: list[str],
+) -> int:
     """The tier-by-tier experiment: launch, replay and stop a server per L2 size.
 
     For each L2 size, smallest first (the plan's ladder, or --sizes), starts SGLang through
@@ -565,9 +476,6 @@ def sweep_cmd(
 
     from xputune.measure.sweep import check_args, default_ladder, parse_sizes, run_sweep
 
-    sglang_args = list(ctx.args)
-    if sglang_args[:1] == ["--"]:
-        sglang_args = sglang_args[1:]
     try:
         launch_opts = [w for opt in launch_opt or [] for w in shlex.split(opt)]
     except ValueError as exc:
@@ -603,9 +511,10 @@ def sweep_cmd(
     else:
         _render_sweep(data)
     if result.interrupted:
-        raise typer.Exit(INTERRUPTED)
+        return exits.INTERRUPTED
     if result.error:
         raise XputuneError(result.error)
+    return exits.OK
 
 
 def _render_sweep(data: dict[str, Any]) -> None:
@@ -717,12 +626,3 @@ def _render_sweep(data: dict[str, Any]) -> None:
     if data["notes"]:
         c.print("why the measurement can differ from the prediction:")
         c.print(text_lines(f"  - {n}" for n in data["notes"]))
-
-
-def register(app: typer.Typer) -> None:
-    app.command("replay", help=replay_cmd.__doc__)(replay_cmd)
-    app.command(
-        "sweep",
-        help=sweep_cmd.__doc__,
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    )(sweep_cmd)

@@ -49,6 +49,83 @@ ID: dict[str, Any] = {"no_wrap": True, "overflow": "fold"}
 TEXT: dict[str, Any] = {"overflow": "fold"}
 
 
+#: -1 with --quiet, 1 with --verbose, else 0 (set once per run by cli/entry.py).
+_verbosity = 0
+
+
+def set_verbosity(*, quiet: bool = False, verbose: bool = False) -> None:
+    """--quiet: only results and errors; --verbose: details too. Not both."""
+    global _verbosity
+    if quiet and verbose:
+        raise XputuneError("give --quiet or --verbose, not both")
+    _verbosity = -1 if quiet else 1 if verbose else 0
+
+
+def is_quiet() -> bool:
+    return _verbosity < 0
+
+
+def is_verbose() -> bool:
+    return _verbosity > 0
+
+
+def note(line: str) -> None:
+    """A note for the person at the terminal (stderr); --quiet drops it. Data is escaped."""
+    if _verbosity >= 0:
+        sys.stderr.write(printable(line) + "\n")
+
+
+def detail(line: str) -> None:
+    """What --verbose adds (stderr): files and tools consulted, timings."""
+    if _verbosity > 0:
+        sys.stderr.write(printable(line) + "\n")
+
+
+def shell_command(
+    argv: Sequence[str],
+    env: dict[str, str] | None = None,
+    width: int = 80,
+    expand: tuple[str, ...] = (),
+) -> str:
+    """A command as shell text that pastes as the same command: words quoted, and lines longer
+    than `width` continued with ` \\` (a flag stays on the line of its value). Only a single
+    word longer than a line can make one longer. A word holding one of `expand` (a shell
+    parameter such as ${MOONCAKE_HOST:?...}) is double-quoted, so the shell expands it."""
+    import shlex
+
+    def quote(word: str) -> str:
+        return f'"{word}"' if any(e in word for e in expand) else shlex.quote(word)
+
+    words = [f"{k}={shlex.quote(v)}" for k, v in sorted((env or {}).items())]
+    words += [quote(a) for a in argv]
+    groups: list[str] = []
+    for word in words:
+        if (
+            groups
+            and not word.startswith("-")
+            and groups[-1].startswith("-")
+            and (" " not in groups[-1])
+        ):
+            groups[-1] += " " + word
+        else:
+            groups.append(word)
+    # a flag whose value would not fit beside it on a line of its own goes above the value
+    groups = [g for group in groups for g in (group.split(" ", 1) if len(group) + 4 > width
+                                              and group.startswith("-") else [group])]  # fmt: skip
+    lines: list[str] = []
+    line = ""
+    for group in groups:
+        indent = "  " if lines else ""
+        candidate = f"{line} {group}" if line else indent + group
+        if line and len(candidate) + 2 > width:
+            lines.append(line)
+            line = "  " + group
+        else:
+            line = candidate
+    lines.append(line)
+    return " \\\n".join(lines)
+
+
 class Format(StrEnum):
     table = "table"
     json = "json"
@@ -118,6 +195,13 @@ def emit_data(data: dict[str, Any], fmt: Format) -> None:
             _refuse_non_finite(data)
             raise
         sys.stdout.write(out + "\n")
+
+
+def columns() -> int:
+    """The width to lay text out for: $COLUMNS, the terminal's, else 80 (piped)."""
+    import shutil
+
+    return output_width() or shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
 
 
 def output_width(stream: Any = None) -> int | None:
@@ -321,7 +405,7 @@ def progress(
         with progress(size, "reading trace", enabled=fmt is Format.table) as advance:
             curve = read(path, on_bytes=advance)
     """
-    if not enabled or not sys.stderr.isatty():
+    if not enabled or _verbosity < 0 or not sys.stderr.isatty():
         yield lambda _n: None
         return
     from rich.progress import (

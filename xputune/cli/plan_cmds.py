@@ -5,21 +5,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from xputune.cli.checks import MAX_BLOCK, MAX_COUNT, MAX_GBPS, MAX_MS, given
-from xputune.cli.common import Format, FormatOpt, console, emit_data
-from xputune.cli.output import CountingReader, progress, text, text_lines
-from xputune.cli.plan_opts import (
-    ConfigOpt,
-    DtypeOpt,
-    L3GbpsOpt,
-    ModelOpt,
-    RecomputeOpt,
-    TpNoHostOpt,
+from xputune.cli.options import (
+    CONFIG,
+    DTYPE,
+    FORMAT,
+    L3_GBPS,
+    MAX_BLOCK,
+    MAX_COUNT,
+    MAX_GBPS,
+    MAX_MS,
+    MODEL,
+    RECOMPUTE,
+    TP_NO_HOST,
 )
+from xputune.cli.output import (
+    CountingReader,
+    Format,
+    console,
+    emit_data,
+    progress,
+    text,
+    text_lines,
+)
+from xputune.cli.spec import Command, Opt
 from xputune.errors import XputuneError
 from xputune.plan.inputs import count
 
@@ -28,6 +38,77 @@ class TraceFormat(StrEnum):
     auto = "auto"
     mooncake = "mooncake"
     generic = "generic"
+
+
+MODEL_OPTIONS = (MODEL, CONFIG, TP_NO_HOST, DTYPE, FORMAT)
+MODEL_CMD = Command(
+    ("model",),
+    "xputune.cli.plan_cmds:model_cmd",
+    (
+        Opt("point", ("--point",), "A measured all-hit load: TOKENS:MS (repeat; at least two).",
+            multiple=True, metavar="TOKENS:MS"),
+        Opt("points_file", ("--points",), "CSV of tokens,ms load measurements.", kind="path",
+            metavar="FILE"),
+        Opt("fit_a", ("--fit-a",), "Fixed load cost a (ms), instead of points.", kind="float",
+            min=0.0, max=MAX_MS, metavar="MS"),
+        Opt("fit_b", ("--fit-b",), "Load cost per token b (us), instead of points.",
+            kind="float", min=0.0, max=MAX_MS, metavar="US"),
+        RECOMPUTE.but(help="Prefill cost per token (us) when recomputing."),
+        Opt("recompute_point", ("--recompute-point",), "A measured recompute: TOKENS:MS "
+            "(repeat).", multiple=True, metavar="TOKENS:MS"),
+        Opt("floor_ms", ("--floor-ms",), "Fixed per-request time both paths pay (the "
+            "deployment floor); the recompute line is floor + per-token cost.", kind="float",
+            min=0.0, max=MAX_MS, default=0.0, metavar="MS"),
+        Opt("bandwidth", ("--bandwidth-gbps",), "Measured H2D bandwidth in GB/s (1e9 bytes).",
+            kind="float", min=0.0, max=MAX_GBPS, metavar="GB/S"),
+        Opt("bytes_per_token", ("--bytes-per-token",), "KV bytes per token per rank (else "
+            "from --model).", kind="float", min=0.0, max=MAX_COUNT, metavar="BYTES"),
+        Opt("break_even_at", ("--break-even-at",), "Also report the recompute cost per token "
+            "that would put break-even at this many tokens.", kind="float", min=0.0,
+            max=MAX_COUNT, metavar="TOKENS"),
+        Opt("seed", ("--seed",), "Use the field report's figures: T(n) = 779.1 ms + 13.539 "
+            "us*n, 735 ms floor, 7.40 GB/s, GLM-5.", kind="flag", default=False),
+        *MODEL_OPTIONS,
+    ),
+)  # fmt: skip
+TIERS = Command(
+    ("tiers",),
+    "xputune.cli.plan_cmds:tiers_cmd",
+    (
+        Opt("trace", ("--trace",), "Request trace (JSON lines): Mooncake or the generic "
+            "format.", kind="path", metavar="FILE"),
+        Opt("trace_format", ("--trace-format",), "auto looks for hash_ids in the first "
+            "request.", kind="choice", choices=tuple(f.value for f in TraceFormat),
+            default=TraceFormat.auto, cast=TraceFormat),
+        Opt("block_size", ("--block-size",), "Tokens per trace block (Mooncake: 512; "
+            "generic: its page_size).", kind="int", min=1, max=MAX_BLOCK),
+        Opt("capacity", ("--capacity",), "A capacity to report, in tokens (repeat; 64K, 2M "
+            "accepted). Default: a geometric grid up to saturation.", multiple=True,
+            metavar="TOKENS"),
+        Opt("l1", ("--l1",), "Device (L1) cache size in tokens: adds L1 + L2 hit rates for a "
+            "write-through and an exclusive L2 at each capacity.", metavar="TOKENS"),
+        Opt("l2", ("--l2",), "Host (L2) cache size in tokens, for the three-tier split with "
+            "--l3.", metavar="TOKENS"),
+        Opt("l3", ("--l3",), "L3 (the Mooncake pool, or a folder) size in tokens: adds the hit "
+            "rate each of L1, L2 and L3 serves, and with --model how many L3 hits are long "
+            "enough to beat recomputing (needs --l1 and --l2).", metavar="TOKENS"),
+        L3_GBPS,
+        RECOMPUTE,
+        Opt("sample_rate", ("--sample-rate",), "Sampled (SHARDS) mode at this rate, e.g. 0.1; "
+            "default exact.", kind="float", min=0.0, max=1.0, metavar="RATE"),
+        Opt("measured", ("--measured",), "CSV of measured tiers: capacity_tokens|capacity_gb, "
+            "hit_rate[, ttft_ms]; checks the stop-at-plateau rule.", kind="path",
+            metavar="FILE"),
+        Opt("tolerance", ("--tolerance",), "Recommend the smallest capacity within this many "
+            "percentage points of the best hit rate.", kind="float", min=0.0, max=100.0,
+            default=1.0, metavar="POINTS"),
+        Opt("min_gain", ("--min-gain",), "Plateau rule: a step adding fewer percentage points "
+            "is flat.", kind="float", min=0.0, max=100.0, default=1.0, metavar="POINTS"),
+        Opt("plot", ("--plot",), "Also draw the curve to FILE (.svg; .png needs matplotlib).",
+            kind="path", metavar="FILE"),
+        *MODEL_OPTIONS,
+    ),
+)  # fmt: skip
 
 
 def _geometry(model: str | None, config: str | None, tp: int | None, dtype: str):
@@ -54,92 +135,22 @@ def _geometry(model: str | None, config: str | None, tp: int | None, dtype: str)
 
 
 def model_cmd(
-    point: Annotated[
-        list[str] | None,
-        typer.Option("--point", help="A measured all-hit load: TOKENS:MS (repeat; at least two)."),
-    ] = None,
-    points_file: Annotated[
-        str | None,
-        typer.Option(
-            "--points", help="CSV of tokens,ms load measurements.", metavar="FILE", callback=given
-        ),
-    ] = None,
-    fit_a: Annotated[
-        float | None,
-        typer.Option(
-            "--fit-a", help="Fixed load cost a (ms), instead of points.", min=0.0, max=MAX_MS
-        ),
-    ] = None,
-    fit_b: Annotated[
-        float | None,
-        typer.Option(
-            "--fit-b", help="Load cost per token b (us), instead of points.", min=0.0, max=MAX_MS
-        ),
-    ] = None,
-    recompute_us: Annotated[
-        float | None,
-        typer.Option(
-            "--recompute-us-per-token",
-            help="Prefill cost per token (us) when recomputing.",
-            min=0.0,
-            max=MAX_MS,
-        ),
-    ] = None,
-    recompute_point: Annotated[
-        list[str] | None,
-        typer.Option("--recompute-point", help="A measured recompute: TOKENS:MS (repeat)."),
-    ] = None,
-    floor_ms: Annotated[
-        float,
-        typer.Option(
-            "--floor-ms",
-            help="Fixed per-request time both paths pay (the deployment floor); "
-            "the recompute line is floor + per-token cost.",
-            min=0.0,
-            max=MAX_MS,
-        ),
-    ] = 0.0,
-    bandwidth: Annotated[
-        float | None,
-        typer.Option(
-            "--bandwidth-gbps",
-            help="Measured H2D bandwidth in GB/s (1e9 bytes).",
-            min=0.0,
-            max=MAX_GBPS,
-        ),
-    ] = None,
-    bytes_per_token: Annotated[
-        float | None,
-        typer.Option(
-            "--bytes-per-token",
-            help="KV bytes per token per rank (else from --model).",
-            min=0.0,
-            max=MAX_COUNT,
-        ),
-    ] = None,
-    break_even_at: Annotated[
-        float | None,
-        typer.Option(
-            "--break-even-at",
-            help="Also report the recompute cost per token that would put "
-            "break-even at this many tokens.",
-            min=0.0,
-            max=MAX_COUNT,
-        ),
-    ] = None,
-    seed: Annotated[
-        bool,
-        typer.Option(
-            "--seed",
-            help="Use the field report's figures: T(n) = 779.1 ms + 13.539 us*n, "
-            "735 ms floor, 7.40 GB/s, GLM-5.",
-        ),
-    ] = False,
-    model: ModelOpt = None,
-    config: ConfigOpt = None,
-    tp: TpNoHostOpt = None,
-    dtype: DtypeOpt = "bf16",
-    fmt: FormatOpt = Format.table,
+    point: list[str],
+    points_file: str | None,
+    fit_a: float | None,
+    fit_b: float | None,
+    recompute_us: float | None,
+    recompute_point: list[str],
+    floor_ms: float,
+    bandwidth: float | None,
+    bytes_per_token: float | None,
+    break_even_at: float | None,
+    seed: bool,
+    model: str | None,
+    config: str | None,
+    tp: int | None,
+    dtype: str,
+    fmt: Format,
 ) -> None:
     """Is a prefix hit worth loading from L2? Fit the load time, find the break-even length.
 
@@ -231,118 +242,25 @@ def _render_model(data: dict[str, Any]) -> None:
 
 
 def tiers_cmd(
-    trace: Annotated[
-        str | None,
-        typer.Option(
-            "--trace",
-            help="Request trace (JSON lines): Mooncake or the generic format.",
-            metavar="FILE",
-            callback=given,
-        ),
-    ] = None,
-    trace_format: Annotated[
-        TraceFormat,
-        typer.Option("--trace-format", help="auto looks for hash_ids in the first request."),
-    ] = TraceFormat.auto,
-    block_size: Annotated[
-        int | None,
-        typer.Option(
-            "--block-size",
-            help="Tokens per trace block (Mooncake: 512; generic: its page_size).",
-            min=1,
-            max=MAX_BLOCK,
-        ),
-    ] = None,
-    capacity: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--capacity",
-            help="A capacity to report, in tokens (repeat; 64K, 2M accepted). "
-            "Default: a geometric grid up to saturation.",
-            metavar="TOKENS",
-        ),
-    ] = None,
-    l1: Annotated[
-        str | None,
-        typer.Option(
-            "--l1",
-            help="Device (L1) cache size in tokens: adds L1 + L2 hit rates for a "
-            "write-through and an exclusive L2 at each capacity.",
-            metavar="TOKENS",
-        ),
-    ] = None,
-    l2: Annotated[
-        str | None,
-        typer.Option(
-            "--l2",
-            help="Host (L2) cache size in tokens, for the three-tier split with --l3.",
-            metavar="TOKENS",
-        ),
-    ] = None,
-    l3: Annotated[
-        str | None,
-        typer.Option(
-            "--l3",
-            help="L3 (the Mooncake pool, or a folder) size in tokens: adds the hit rate each "
-            "of L1, L2 and L3 serves, and with --model how many L3 hits are long enough to "
-            "beat recomputing (needs --l1 and --l2).",
-            metavar="TOKENS",
-        ),
-    ] = None,
-    l3_gbps: L3GbpsOpt = None,
-    recompute_us: RecomputeOpt = None,
-    sample_rate: Annotated[
-        float | None,
-        typer.Option(
-            "--sample-rate",
-            help="Sampled (SHARDS) mode at this rate, e.g. 0.1; default exact.",
-            min=0.0,
-            max=1.0,
-        ),
-    ] = None,
-    measured: Annotated[
-        str | None,
-        typer.Option(
-            "--measured",
-            help="CSV of measured tiers: capacity_tokens|capacity_gb, hit_rate"
-            "[, ttft_ms]; checks the stop-at-plateau rule.",
-            metavar="FILE",
-            callback=given,
-        ),
-    ] = None,
-    tolerance: Annotated[
-        float,
-        typer.Option(
-            "--tolerance",
-            help="Recommend the smallest capacity within this many percentage "
-            "points of the best hit rate.",
-            min=0.0,
-            max=100.0,
-        ),
-    ] = 1.0,
-    min_gain: Annotated[
-        float,
-        typer.Option(
-            "--min-gain",
-            help="Plateau rule: a step adding fewer percentage points is flat.",
-            min=0.0,
-            max=100.0,
-        ),
-    ] = 1.0,
-    plot: Annotated[
-        str | None,
-        typer.Option(
-            "--plot",
-            help="Also draw the curve to FILE (.svg; .png needs matplotlib).",
-            metavar="FILE",
-            callback=given,
-        ),
-    ] = None,
-    model: ModelOpt = None,
-    config: ConfigOpt = None,
-    tp: TpNoHostOpt = None,
-    dtype: DtypeOpt = "bf16",
-    fmt: FormatOpt = Format.table,
+    trace: str | None,
+    trace_format: TraceFormat,
+    block_size: int | None,
+    capacity: list[str],
+    l1: str | None,
+    l2: str | None,
+    l3: str | None,
+    l3_gbps: float | None,
+    recompute_us: float | None,
+    sample_rate: float | None,
+    measured: str | None,
+    tolerance: float,
+    min_gain: float,
+    plot: str | None,
+    model: str | None,
+    config: str | None,
+    tp: int | None,
+    dtype: str,
+    fmt: Format,
 ) -> None:
     """How much cache capacity is worth having? The prefix hit-rate curve of a trace.
 
@@ -669,11 +587,6 @@ def _render_tiers(data: dict[str, Any], chart) -> None:
         c.print(text_lines(text_plot(chart).split("\n")))
     if data.get("plot"):
         c.print(text(f"plot written to {data['plot']}"))
-
-
-def register(app: typer.Typer) -> None:
-    app.command("model", help=model_cmd.__doc__)(model_cmd)
-    app.command("tiers", help=tiers_cmd.__doc__)(tiers_cmd)
 
 
 def _render_three_tiers(c: Any, t: dict[str, Any]) -> None:

@@ -1,121 +1,45 @@
-"""`xputune plan` itself, free of typer: the typer command (cli/plan_host_cmds.py) and the fast
-path (cli/fastpath.py, from SPEC) both call run_plan, so a plain `xputune plan` starts without
-importing typer (DESIGN: plan within 2x of the probe) and both print the same bytes.
-"""
+"""`xputune plan`: bindings, capacity tiers, the L3 tier and SGLang flags for one machine and
+model; and the request plan/ and launch/ take, built from the flags (plan_request)."""
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xputune.cli.checks import MAX_GB, MAX_GBPS, MAX_MS, MAX_TP, given
-from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt
-from xputune.cli.output import Format, console, emit_data
+from xputune.cli.options import (
+    EXAMPLE,
+    FORCE_IDO,
+    FORMAT,
+    L3_GBPS,
+    L3_SHARED,
+    PLAN_SHARED,
+    RECOMPUTE,
+    ROLE,
+    ROOT,
+)
+from xputune.cli.output import Format, console, emit_data, is_quiet
+from xputune.cli.spec import Command
 from xputune.host import open_host
 
 if TYPE_CHECKING:
     from xputune.plan.host_plan import PlanRequest
-    from xputune.plan.models import NamedConfig
 
-# The options plan shares with launch sglang (cli/plan_opts.py), then plan's own.
-SHARED = (
-    Opt("model", ("--model", "-m"), check=given),
-    Opt("config", ("--config",), check=given),
-    Opt("tp", ("--tp",), int, min=1, max=MAX_TP),
-    Opt("strategy", ("--strategy", "-s"), default="local"),
-    Opt("tier", ("--tier",)),
-    Opt("cards", ("--cards",)),
-    Opt("dtype", ("--dtype",), default="bf16"),
-    Opt("write_policy", ("--write-policy",), default="write_through"),
-    Opt("l3", ("--l3",)),
-    Opt("l3_pool_gb", ("--l3-pool-gb",), float, min=0, max=MAX_GB),
-    Opt("l3_segment_gb", ("--l3-segment-gb",), float, min=0, max=MAX_GB),
-    Opt("l3_master", ("--l3-master",), check=given),
-    Opt("l3_protocol", ("--l3-protocol",)),
-    Opt("l3_dir", ("--l3-dir",), check=given),
-    Opt("l3_prefetch", ("--l3-prefetch",), default="timeout"),
-    Opt("l3_host", ("--l3-host",), check=given),
-)
-SPEC = Spec(
+PLAN = Command(
     ("plan",),
-    (
-        *SHARED,
-        Opt("role", ("--role",), default="prefill"),
-        Opt("l3_gbps", ("--l3-gbps",), float, min=0, max=MAX_GBPS),
-        Opt("recompute_us", ("--recompute-us-per-token",), float, min=0, max=MAX_MS),
-        Opt("force", ("--force",), bool, False),
-        ROOT,
-        EXAMPLE,
-        format_opt(),
-    ),
-    "run_plan",
+    "xputune.cli.plan_run:run_plan",
+    (*PLAN_SHARED, *L3_SHARED, ROLE, L3_GBPS, RECOMPUTE, FORCE_IDO, ROOT, EXAMPLE, FORMAT),
 )
 
 
-def plan_request(
-    named: NamedConfig,
-    *,
-    tp: int | None,
-    strategy: str,
-    tier: str | None,
-    cards: str | None,
-    dtype: str,
-    write_policy: str,
-    force: bool,
-    l3: str | None,
-    l3_pool_gb: float | None,
-    l3_segment_gb: float | None,
-    l3_master: str | None,
-    l3_protocol: str | None,
-    l3_dir: str | None,
-    l3_prefetch: str,
-    l3_host: str | None,
-    role: str = "prefill",
-    l3_gbps: float | None = None,
-    recompute_us: float | None = None,
-) -> PlanRequest:
-    """The flags of plan and launch sglang as plan/'s request (the model already read)."""
-    from xputune.errors import XputuneError
-    from xputune.plan.host_plan import PlanRequest
-    from xputune.plan.l3 import Assumptions, L3Request
+def for_host(topo: Any, request: PlanRequest) -> Any:
+    """plan_for_host, with the flag that overrides a refused TP size named in its refusal."""
+    from xputune.plan.host_plan import RefusedTpError, plan_for_host
 
-    l3_only = {
-        "--l3-pool-gb": l3_pool_gb, "--l3-segment-gb": l3_segment_gb, "--l3-master": l3_master,
-        "--l3-protocol": l3_protocol, "--l3-dir": l3_dir, "--l3-host": l3_host,
-        "--l3-gbps": l3_gbps, "--recompute-us-per-token": recompute_us,
-    }  # fmt: skip
-    given_l3 = [flag for flag, value in l3_only.items() if value is not None]
-    if l3 is None and (given_l3 or role != "prefill"):
-        raise XputuneError(f"{given_l3[0] if given_l3 else '--role'} needs --l3 mooncake|file")
-    if l3 == "file" and l3_dir is None:
-        raise XputuneError("--l3 file needs --l3-dir DIR (the folder of the L3 pages)")
-    if l3 == "mooncake" and l3_dir is not None:
-        raise XputuneError("--l3-dir is for --l3 file; Mooncake keeps its pages in the pool")
-    l3_request = None
-    if l3 is not None:
-        assumptions = Assumptions()
-        if recompute_us is not None:
-            assumptions = replace(assumptions, recompute_us_per_token=recompute_us)
-        if l3_gbps is not None:
-            assumptions = replace(assumptions, l3_gb_s=l3_gbps)
-        l3_request = L3Request(
-            backend=l3, pool_gb=l3_pool_gb, segment_gb=l3_segment_gb, protocol=l3_protocol,
-            role=role, master=l3_master, directory=l3_dir, prefetch_policy=l3_prefetch,
-            local_hostname=l3_host, assumptions=assumptions,
-        )  # fmt: skip
-    return PlanRequest(
-        model=named,
-        dtype=dtype,
-        tp=tp,
-        strategy=strategy,
-        cards=tuple(c.strip() for c in cards.split(",") if c.strip()) if cards else (),
-        tier=tier,
-        write_policy=write_policy,
-        require_ido=not force,
-        l3=l3_request,
-    )
+    try:
+        return plan_for_host(topo, request)
+    except RefusedTpError as exc:
+        raise RefusedTpError(f"{exc} (--force plans it anyway)") from None
 
 
 def run_plan(
@@ -143,9 +67,28 @@ def run_plan(
     example: str | None,
     fmt: Format,
 ) -> None:
-    """Plan bindings, tiers and SGLang flags for the host and model, and print them."""
+    """Bind each TP rank to a NUMA node and NIC, size HiCache L2, and print the SGLang flags.
+
+    Puts the probe and the model's KV geometry together: which node each card's process and
+    host KV live on, how much host memory each rank can give L2 under the strategy, a ladder of
+    tiers from small to that maximum (try them in order; stop where the hit rate stops rising),
+    and the flags for `python -m sglang.launch_server`.
+
+    With --l3 it adds a tier behind L2: the Mooncake store (DRAM pooled over the cluster) or a
+    folder. For a serving instance: the segment each rank mounts, the memory registered beside
+    L2 on each NUMA node (and in 2 MiB pages), the RDMA device per rank, the storage flags, and
+    the prefix length above which an L3 hit beats recomputing. With --role decode, for a node
+    that only donates DRAM: one mooncake_client per RDMA NIC, bound to that NIC's node.
+
+    Examples:
+
+        xputune plan --example h3c-hygon-p800 --model glm-5 --tp 8
+        xputune plan --model deepseek-v3 --tp 8 --strategy shared --format json
+        xputune plan --model glm-5 --tp 8 --l3 mooncake --l3-pool-gb 4096 --l3-master m1:50051
+        xputune plan --model glm-5 --l3 mooncake --role decode --l3-master m1:50051
+    """
     from xputune.plan.bindings import PlanError
-    from xputune.plan.host_plan import plan_document, plan_for_host
+    from xputune.plan.host_plan import plan_document
     from xputune.plan.models import resolve_model
     from xputune.topology.discover import discover
     from xputune.userfiles import model_config
@@ -153,6 +96,8 @@ def run_plan(
     named = resolve_model(model, model_config(model, Path(config) if config else None))
     if named is None:
         raise PlanError("give --model (a preset, a Hugging Face id or a config.json)")
+    from xputune.cli.requests import plan_request
+
     request = plan_request(
         named, tp=tp, strategy=strategy, tier=tier, cards=cards, dtype=dtype,
         write_policy=write_policy, force=force, l3=l3, l3_pool_gb=l3_pool_gb,
@@ -161,7 +106,7 @@ def run_plan(
         recompute_us=recompute_us,
     )  # fmt: skip
     topo = discover(open_host(root, example))
-    host_plan, notes = plan_for_host(topo, request)
+    host_plan, notes = for_host(topo, request)
     data = plan_document(host_plan, notes)
     if fmt is not Format.table:
         emit_data(data, fmt)
@@ -170,7 +115,6 @@ def run_plan(
 
 
 def _render(data: dict[str, Any]) -> None:
-    import shlex
 
     from rich.text import Text
 
@@ -241,19 +185,18 @@ def _render(data: dict[str, Any]) -> None:
             f"{t['effective_tokens']:,}",
         )
     print_fitted(out, ranks, tiers, keys=2)
-    for note in data["capacity"]["notes"]:
-        out.print(text(f"note: {note}"))
-    for warning in data["warnings"]:
-        out.print(text(f"warning: {warning}", "yellow"))
-    env = " ".join(f"{k}={v}" for k, v in data["env"].items())
-    out.print(
-        Text.assemble(
-            "\n",
-            ("SGLang", "bold"),
-            text(f": {env} python -m sglang.launch_server {shlex.join(data['sglang_args'])}"),
-        ),
-        soft_wrap=True,
-    )
+    if not is_quiet():
+        for note in data["capacity"]["notes"]:
+            out.print(text(f"note: {note}"))
+        for warning in data["warnings"]:
+            out.print(text(f"warning: {warning}", "yellow"))
+    from xputune.cli.output import columns, shell_command
+
+    out.print()
+    out.print("SGLang:", style="bold")
+    argv = ["python", "-m", "sglang.launch_server", *data["sglang_args"]]
+    for line in shell_command(argv, data["env"], columns()).splitlines():
+        out.print(text(line), soft_wrap=True)
     if "l3" in data:
         _render_l3(out, data["l3"])
 
@@ -304,7 +247,12 @@ def _render_l3(out: Any, l3: dict[str, Any]) -> None:
                 f"{d['segment_gb']:,g} GB"
             )
         )
-        out.print(text("  " + _shell(d["command"])), soft_wrap=True)
+        from xputune.cli.output import columns, shell_command
+        from xputune.plan.l3 import HOST_VARIABLE
+
+        command = shell_command(d["command"], None, columns() - 2, (HOST_VARIABLE,))
+        for line in command.splitlines():
+            out.print(text("  " + line), soft_wrap=True)
     if "master_command" in l3:
         out.print(text(f"master (one per cluster): {shlex.join(l3['master_command'])}"))
     be = l3["break_even"]
@@ -329,10 +277,3 @@ def _render_l3(out: Any, l3: dict[str, Any]) -> None:
         out.print(text(f"note: {note}"))
     for warning in l3["warnings"]:
         out.print(text(f"warning: {warning}", "yellow"))
-
-
-def _shell(words: list[str]) -> str:
-    """A command as shell text; the donor's host variable is double-quoted, so it expands."""
-    from xputune.plan.l3 import HOST_VARIABLE
-
-    return " ".join(f'"{w}"' if HOST_VARIABLE in w else shlex.quote(w) for w in words)

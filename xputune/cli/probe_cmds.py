@@ -1,103 +1,42 @@
-"""probe, record and examples: the host picture, and recordings of it."""
+"""record and examples: recordings of a host, and the ones shipped (probe: cli/probe_run.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
-
-from xputune.cli.checks import given
-from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, host_from
-from xputune.cli.probe_run import run_probe
+from xputune.cli.options import ROOT
+from xputune.cli.output import note
+from xputune.cli.spec import Arg, Command, Opt
+from xputune.host import open_host
 
 if TYPE_CHECKING:
     from xputune.topology.model import Topology
 
-
-def probe(
-    root: RootOpt = None,
-    example: ExampleOpt = None,
-    fmt: FormatOpt = Format.table,
-    fallback_example: Annotated[
-        str | None,
-        typer.Option(
-            "--fallback-example",
-            metavar="NAME",
-            help="When the host has no accelerator, probe this shipped example instead "
-            "(a note on stderr says so). Handy for a first look on a laptop.",
-            callback=given,
+RECORD = Command(
+    ("record",),
+    "xputune.cli.probe_cmds:record",
+    (
+        Opt(
+            "no_scrub",
+            ("--no-scrub",),
+            "Keep MAC addresses, serials and GUIDs.",
+            kind="flag",
+            default=False,
         ),
-    ] = None,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict",
-            help="Fail on the first missing, unreadable or odd value instead of reporting it "
-            "as unknown with a warning (for checking recordings).",
+        ROOT,
+    ),
+    args=(
+        Arg(
+            "out",
+            "OUT",
+            "Tarball to write: .tar.gz, .tar.bz2 or .tar.xz (or .tgz, .tbz2, .txz, .tar).",
         ),
-    ] = False,
-    vendor_topo: Annotated[
-        str | None,
-        typer.Option(
-            "--vendor-topo",
-            metavar="FILE",
-            help="A saved `nvidia-smi topo -m` or `xpu-smi topo -m` of this host: its NV# "
-            "(NVLink) and XL (XPU Link) relations between cards go into the relation matrix "
-            "(for recordings made before `record` saved them; '-' reads stdin).",
-            callback=given,
-        ),
-    ] = None,
-) -> None:
-    """Show cards, NUMA nodes, PCIe switches (uplinks), NICs and host settings in one picture.
-
-    Cards are Kunlunxin XPUs, NVIDIA GPUs or other accelerators. The relation matrix uses the
-    legend of `nvidia-smi topo -m`; uplink groups are cards sharing a switch upstream port; the
-    settings table says what helps or hurts the host-to-device KV path.
-
-    Links between cards that PCIe cannot show come from the vendor: NV# (NVLink, from NVML on a
-    live NVIDIA host) and XL (XPU Link, from `xpu-smi topo -m` on a live Kunlunxin host), or,
-    for a recording, from the vendor outputs `record` saved in it, or from --vendor-topo FILE.
-    Cards are matched by bus id where the vendor gives one, else by card order. Where the
-    vendor and PCIe disagree on a PCIe-level relation, PCIe is kept with a warning. The
-    matrix's title says what it is made of, e.g. "PCIe (sysfs) + nvidia-smi topo -m".
-
-    Where the vendor library is installed (Kunlunxin libxpuml.so, NVIDIA NVML), each card's
-    product name, memory and driver version are added (JSON: vendor_info). A recording uses
-    only a library named by XPUTUNE_XPUML_LIBRARY or XPUTUNE_NVML_LIBRARY, since a library on
-    this machine describes this machine. XPUTUNE_VENDOR_LIBRARIES=off skips them all (NVML can
-    take seconds to start where persistence mode is off).
-
-    A value that is missing, unreadable or odd (a garbled attribute, a link that leads
-    nowhere) is shown as unknown and named in a warning under the tables (JSON: warnings);
-    the probe goes on. Only a tree that is not a host at all, a path escaping the root or a
-    symlink loop stop it. --strict stops at the first odd value instead.
-
-    Examples:
-
-        xputune probe
-        xputune probe --example h3c-hygon-p800
-        xputune probe --root box.tar.gz --format json | jq '.cards[].numa_node'
-        xputune probe --fallback-example h3c-hygon-p800
-        xputune probe --root box.tar.gz --strict
-        xputune probe --root old-box.tar.gz --vendor-topo nvidia-smi-topo-m.txt
-    """
-    run_probe(root, example, fmt, fallback_example, strict, vendor_topo)
+    ),
+)
+EXAMPLES = Command(("examples",), "xputune.cli.probe_cmds:examples")
 
 
-def record(
-    out: Annotated[
-        str,
-        typer.Argument(
-            help="Tarball to write: .tar.gz, .tar.bz2 or .tar.xz (or .tgz, .tbz2, .txz, .tar).",
-            metavar="OUT",
-            callback=given,
-        ),
-    ],
-    no_scrub: Annotated[
-        bool, typer.Option("--no-scrub", help="Keep MAC addresses, serials and GUIDs.")
-    ] = False,
-    root: RootOpt = None,
-) -> None:
+def record(out: str, no_scrub: bool, root: str | None) -> None:
     """Record what `probe` reads into a tarball that `probe --root` replays.
 
     The layout is hwloc-gather-topology's (one top folder acting as /, symlinks kept), so
@@ -119,7 +58,7 @@ def record(
     from xputune.topology.recording import record as record_host
 
     _check_out(out)
-    view = host_from(root, None)
+    view = open_host(root, None)
     notes: list[str] = []
 
     def vendor_outputs(topo: Topology) -> dict[str, bytes]:
@@ -128,11 +67,9 @@ def record(
         return files
 
     topo, count = record_host(view, out, scrub=not no_scrub, extra=vendor_outputs)
-    from xputune.userfiles import printable
-
-    for note in notes:  # what a vendor tool said: data
-        typer.echo(f"note: {printable(note)}", err=True)
-    typer.echo(f"recorded {count} entries of {topo.source} to {out}", err=True)
+    for said in notes:  # what a vendor tool said: data
+        note(f"note: {said}")
+    note(f"recorded {count} entries of {topo.source} to {out}")
 
 
 def _check_out(out: str) -> None:
@@ -157,10 +94,4 @@ def examples() -> None:
     from xputune.host.open import example_names
 
     for name in example_names():
-        typer.echo(name)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(probe)
-    app.command()(record)
-    app.command()(examples)
+        print(name)

@@ -1,31 +1,50 @@
-"""The probe itself, free of typer, plus a fast path that runs it without building the CLI.
+"""`xputune probe`: its table and the probe itself.
 
-Probe start-up time is a product feature (DESIGN: as fast as `lstopo --input`). Importing typer
-costs over 100 ms, so `xputune probe` with only its own plain options is parsed by
-cli/fastpath.py from SPEC; anything else (help, a typo, another command) goes to typer, which
-explains. Tests check that both paths print the same bytes.
+Probe start-up time is a product feature (docs/benchmarks.md: within 2x of the native
+`lstopo --input`): this module imports nothing heavy before the probe needs it.
 """
 
 from __future__ import annotations
 
-import sys
-
-from xputune.cli.checks import given
-from xputune.cli.fastpath import EXAMPLE, ROOT, Opt, Spec, format_opt
-from xputune.cli.output import Format, console, emit_data
+from xputune.cli.options import EXAMPLE, FORMAT, ROOT
+from xputune.cli.output import Format, console, emit_data, note
+from xputune.cli.spec import Command, Opt
 from xputune.host import open_host
 
-SPEC = Spec(
+PROBE = Command(
     ("probe",),
+    "xputune.cli.probe_run:run_probe",
     (
         ROOT,
         EXAMPLE,
-        format_opt(),
-        Opt("fallback_example", ("--fallback-example",), check=given),
-        Opt("strict", ("--strict",), bool, False),
-        Opt("vendor_topo", ("--vendor-topo",), check=given),
+        FORMAT,
+        Opt(
+            "fallback_example",
+            ("--fallback-example",),
+            "When the host has no accelerator, probe this shipped example instead (a note on "
+            "stderr says so). Handy for a first look on a laptop.",
+            kind="name",
+            metavar="NAME",
+            complete="complete_examples",
+        ),
+        Opt(
+            "strict",
+            ("--strict",),
+            "Fail on the first missing, unreadable or odd value instead of reporting it as "
+            "unknown with a warning (for checking recordings).",
+            kind="flag",
+            default=False,
+        ),
+        Opt(
+            "vendor_topo",
+            ("--vendor-topo",),
+            "A saved `nvidia-smi topo -m` or `xpu-smi topo -m` of this host: its NV# (NVLink) "
+            "and XL (XPU Link) relations between cards go into the relation matrix (for "
+            "recordings made before `record` saved them; '-' reads stdin).",
+            kind="path",
+            metavar="FILE",
+        ),
     ),
-    "run_probe",
 )
 
 
@@ -37,6 +56,39 @@ def run_probe(
     strict: bool = False,
     vendor_topo: str | None = None,
 ) -> None:
+    """Show cards, NUMA nodes, PCIe switches (uplinks), NICs and host settings in one picture.
+
+    Cards are Kunlunxin XPUs, NVIDIA GPUs or other accelerators. The relation matrix uses the
+    legend of `nvidia-smi topo -m`; uplink groups are cards sharing a switch upstream port; the
+    settings table says what helps or hurts the host-to-device KV path.
+
+    Links between cards that PCIe cannot show come from the vendor: NV# (NVLink, from NVML on a
+    live NVIDIA host) and XL (XPU Link, from `xpu-smi topo -m` on a live Kunlunxin host), or,
+    for a recording, from the vendor outputs `record` saved in it, or from --vendor-topo FILE.
+    Cards are matched by bus id where the vendor gives one, else by card order. Where the
+    vendor and PCIe disagree on a PCIe-level relation, PCIe is kept with a warning. The
+    matrix's title says what it is made of, e.g. "PCIe (sysfs) + nvidia-smi topo -m".
+
+    Where the vendor library is installed (Kunlunxin libxpuml.so, NVIDIA NVML), each card's
+    product name, memory and driver version are added (JSON: vendor_info). A recording uses
+    only a library named by XPUTUNE_XPUML_LIBRARY or XPUTUNE_NVML_LIBRARY, since a library on
+    this machine describes this machine. XPUTUNE_VENDOR_LIBRARIES=off skips them all (NVML can
+    take seconds to start where persistence mode is off).
+
+    A value that is missing, unreadable or odd (a garbled attribute, a link that leads
+    nowhere) is shown as unknown and named in a warning under the tables (JSON: warnings);
+    the probe goes on. Only a tree that is not a host at all, a path escaping the root or a
+    symlink loop stop it. --strict stops at the first odd value instead.
+
+    Examples:
+
+        xputune probe
+        xputune probe --example h3c-hygon-p800
+        xputune probe --root box.tar.gz --format json | jq '.cards[].numa_node'
+        xputune probe --fallback-example h3c-hygon-p800
+        xputune probe --root box.tar.gz --strict
+        xputune probe --root old-box.tar.gz --vendor-topo nvidia-smi-topo-m.txt
+    """
     from xputune.devices.enrich import vendor_info
     from xputune.devices.link_sources import vendor_links
     from xputune.topology.discover import discover
@@ -44,16 +96,12 @@ def run_probe(
     host = open_host(root, example)
     topo = discover(host, strict)
     if fallback_example and not topo.cards and not example:
-        sys.stderr.write(
-            f"note: {topo.source} has no accelerator; showing example {fallback_example}\n"
-        )
+        note(f"note: {topo.source} has no accelerator; showing example {fallback_example}")
         host = open_host(None, fallback_example)
         topo = discover(host, strict)
     vendor = vendor_info(topo, live=host.live)
-    from xputune.userfiles import printable
-
-    for note in vendor.notes:  # what a vendor library or tool said: data
-        sys.stderr.write(f"note: {printable(note)}\n")
+    for said in vendor.notes:  # what a vendor library or tool said: data
+        note(f"note: {said}")
     topo, source = vendor_links(topo, host, vendor, vendor_topo)
     if fmt is Format.table:
         from xputune.cli.probe_render import render

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from xputune.cli.checks import given
+from xputune.cli.spec import Arg, Command
 from xputune.errors import XputuneError
+
+SCHEMA = Command(
+    ("schema",),
+    "xputune.cli.schema_cmds:schema",
+    args=(
+        Arg("name", "NAME", "A document: the command path joined by '-' (probe, plan, "
+            "kernels-plan, ...).", kind="name", required=False, complete="complete_schemas"),
+    ),
+)  # fmt: skip
 
 
 def schema_names() -> list[str]:
@@ -26,21 +31,7 @@ def schema_text(name: str) -> str:
     return (files("xputune") / "data" / "schemas" / f"{name}.json").read_text()
 
 
-def _complete(incomplete: str) -> list[str]:
-    return [n for n in schema_names() if n.startswith(incomplete)]
-
-
-def schema(
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            help="A document: the command path joined by '-' (probe, plan, kernels-plan, ...).",
-            metavar="NAME",
-            autocompletion=_complete,
-            callback=given,
-        ),
-    ] = None,
-) -> None:
+def schema(name: str | None) -> None:
     """Print the JSON Schema of a command's --format json output; without NAME, list them.
 
     Every document carries schema_version. Additive changes (a new key) keep it; consumers
@@ -54,11 +45,6 @@ def schema(
         xputune probe -f json | check-jsonschema --schemafile probe.schema.json -
     """
     if name is None:
-        for known in schema_names():
-            typer.echo(known)
+        print("\n".join(schema_names()))
         return
-    typer.echo(schema_text(name), nl=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(schema)
+    print(schema_text(name), end="")

@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from xputune.cli.options import FORMAT
+from xputune.cli.output import Format, console, emit_data
+from xputune.cli.spec import Command, Opt
 
-import typer
-
-from xputune.cli.checks import given
-from xputune.cli.common import Format, FormatOpt, console, emit_data
-
-
-def smi(
-    input_file: Annotated[
-        str | None,
-        typer.Option(
-            "--input",
-            "-i",
-            metavar="FILE",
-            help="A saved output of xpu-smi or nvidia-smi (default table, -L, -q, -q -x, -m "
-            "or topo -m; form and vendor are detected; '-' reads stdin) instead of asking "
-            "the host.",
-            callback=given,
+SMI = Command(
+    ("smi",),
+    "xputune.cli.smi_cmds:smi",
+    (
+        Opt(
+            "input_file", ("--input", "-i"),
+            "A saved output of xpu-smi or nvidia-smi (default table, -L, -q, -q -x, -m or topo "
+            "-m; form and vendor are detected; '-' reads stdin) instead of asking the host.",
+            kind="path", metavar="FILE",
         ),
-    ] = None,
-    fmt: FormatOpt = Format.table,
-) -> None:
+        FORMAT,
+    ),
+)  # fmt: skip
+
+
+def smi(input_file: str | None, fmt: Format) -> None:
     """Show cards as xpu-smi reports them: name, memory, utilisation, firmware, affinity.
 
     The same for nvidia-smi's outputs. Without --input, runs `xpu-smi -q -x` (falling back
@@ -50,7 +47,3 @@ def smi(
         render(report, console())
     else:
         emit_data(report.as_json(), fmt)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(smi)

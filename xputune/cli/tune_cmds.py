@@ -1,91 +1,81 @@
-"""check, apply, rollback, recommend and profiles: host tuning."""
+"""apply, rollback, recommend and profiles: host tuning (check: cli/check_run.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from xputune.cli.check_run import profile_line, run_check, same_host, setup
-from xputune.cli.checks import given
-from xputune.cli.common import ExampleOpt, Format, FormatOpt, RootOpt, console, emit_data
-from xputune.cli.completion import complete_knobs, complete_profiles
+from xputune.cli import exits
+from xputune.cli.check_run import ONLY, SKIP, profile_line, same_host, setup
+from xputune.cli.options import EXAMPLE, FORMAT, PROFILE, ROOT
+from xputune.cli.output import Format, console, emit_data
+from xputune.cli.spec import Arg, Command, Opt
 
 if TYPE_CHECKING:
     from xputune.tune.steps import Change
 
-ProfileOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--profile",
-        "-p",
-        help="Profile name (see `xputune profiles`) or a .yaml file. Default: the one "
-        "`xputune recommend` picks for this host.",
-        metavar="NAME",
-        autocompletion=complete_profiles,
-        callback=given,
+WAIT = Opt(
+    "wait", ("--wait",),
+    "If another apply or rollback holds the lock, wait for it instead of failing.",
+    kind="flag", default=False,
+)  # fmt: skip
+#: The knob flags apply and watch share.
+KNOB_FLAGS = (
+    Opt(
+        "ido", ("--ido",),
+        "PCIe ID-based ordering on (or off, --no-ido) on every card and every port on its "
+        "path, whatever the profile says.",
+        kind="flag", negative="--no-ido",
     ),
-]
-OnlyOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--only",
-        help="Manage only this knob (repeatable), e.g. --only pcie.ido.",
-        metavar="KNOB",
-        autocompletion=complete_knobs,
-        callback=given,
+    Opt("thp", ("--thp",), "thp.enabled: always, madvise or never.", kind="choice",
+        choices=("always", "madvise", "never")),
+    Opt("shm_huge", ("--shm-huge",), "huge= of /dev/shm: never, always, within_size or advise.",
+        kind="choice", choices=("never", "always", "within_size", "advise")),
+    Opt("numa_balancing", ("--numa-balancing",), "Automatic NUMA balancing: on or off.",
+        kind="choice", choices=("on", "off")),
+)  # fmt: skip
+DRY_RUN = Opt(
+    "dry_run", ("--dry-run", "-n"), "Show the plan and stop; writes nothing at all.",
+    kind="flag", default=False,
+)  # fmt: skip
+APPLY = Command(
+    ("apply",),
+    "xputune.cli.tune_cmds:apply_cmd",
+    (
+        PROFILE,
+        *KNOB_FLAGS,
+        ONLY,
+        SKIP,
+        Opt("force", ("--force",), "Let a knob flag override a setting the profile marks "
+            "critical (refused otherwise).", kind="flag", default=False),
+        DRY_RUN,
+        WAIT,
+        Opt("persist_unit", ("--persist",), "Also install a systemd unit that re-applies this "
+            "at every boot (these settings are lost at reboot).", kind="flag", default=False),
+        Opt("watch_unit", ("--watch",), "With --persist: also install xputune-watch.service, "
+            "which runs `xputune watch` with these settings and re-applies them when a card "
+            "reset, hot-plug or driver rebind loses them (removed by rollback too).",
+            kind="flag", default=False),
+        ROOT,
+        EXAMPLE,
+        FORMAT,
     ),
-]
-SkipOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--skip",
-        help="Leave this knob alone (repeatable), e.g. --skip shm.huge.",
-        metavar="KNOB",
-        autocompletion=complete_knobs,
-        callback=given,
-    ),
-]
-WaitOpt = Annotated[
-    bool,
-    typer.Option(
-        "--wait",
-        help="If another apply or rollback holds the lock, wait for it instead of failing.",
-    ),
-]
-
-ForceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--force",
-        help="Let a knob flag override a setting the profile marks critical (refused otherwise).",
-    ),
-]
-
-IdoOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--ido/--no-ido",
-        help="PCIe ID-based ordering on (or off) on every card and every "
-        "port on its path, whatever the profile says.",
-    ),
-]
-ThpOpt = Annotated[
-    str | None,
-    typer.Option("--thp", help="thp.enabled: always, madvise or never.", metavar="MODE"),
-]
-ShmHugeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--shm-huge",
-        help="huge= of /dev/shm: never, always, within_size or advise.",
-        metavar="MODE",
-    ),
-]
-NumaBalancingOpt = Annotated[
-    str | None,
-    typer.Option("--numa-balancing", help="Automatic NUMA balancing: on or off.", metavar="on|off"),
-]
+    exits=(exits.UNSUPPORTED, *exits.CHANGES),
+)  # fmt: skip
+ROLLBACK = Command(
+    ("rollback",),
+    "xputune.cli.tune_cmds:rollback_cmd",
+    (DRY_RUN.but(help="Show what would be restored and stop; writes nothing, takes no lock."),
+     WAIT, ROOT, EXAMPLE, FORMAT),
+    exits=exits.CHANGES,
+)  # fmt: skip
+RECOMMEND = Command(("recommend",), "xputune.cli.tune_cmds:recommend_cmd", (ROOT, EXAMPLE, FORMAT))
+PROFILES = Command(
+    ("profiles",),
+    "xputune.cli.tune_cmds:profiles_cmd",
+    (FORMAT,),
+    args=(Arg("name", "NAME", "Show this profile's effective settings (after include).",
+              kind="name", required=False, complete="complete_profiles"),),
+)  # fmt: skip
 
 
 def knob_overrides(
@@ -98,29 +88,6 @@ def knob_overrides(
         "shm.huge": shm_huge,
         "numa.balancing": numa_balancing,
     }
-
-
-def check_cmd(
-    profile: ProfileOpt = None,
-    only: OnlyOpt = None,
-    skip: SkipOpt = None,
-    root: RootOpt = None,
-    example: ExampleOpt = None,
-    fmt: FormatOpt = Format.table,
-) -> None:
-    """Compare the host with a profile: one row per setting, with the fix for each drift.
-
-    Each row says what the setting should be, what it is, and the exact command that fixes
-    it (setpci, echo > /sys/..., mount -o remount, sysctl), so a drift is actionable without
-    xputune. PCIe ordering gets one row per card and per port on its path. Reading config
-    space beyond 64 bytes needs root; without it those rows say "unknown".
-
-    Exit status: 0 when every setting holds, 1 on any drift (or unknown / unsupported).
-
-    Example: xputune check --profile hygon-p800
-    """
-    code = run_check(profile=profile, only=only, skip=skip, root=root, example=example, fmt=fmt)
-    raise typer.Exit(code)
 
 
 def _diff_lines(changes: list[Change], header: str) -> list[tuple[str, str]]:
@@ -137,39 +104,22 @@ def _diff_lines(changes: list[Change], header: str) -> list[tuple[str, str]]:
 
 
 def apply_cmd(
-    profile: ProfileOpt = None,
-    ido: IdoOpt = None,
-    thp: ThpOpt = None,
-    shm_huge: ShmHugeOpt = None,
-    numa_balancing: NumaBalancingOpt = None,
-    only: OnlyOpt = None,
-    skip: SkipOpt = None,
-    force: ForceOpt = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", "-n", help="Show the plan and stop; writes nothing at all.")
-    ] = False,
-    wait: WaitOpt = False,
-    persist_unit: Annotated[
-        bool,
-        typer.Option(
-            "--persist",
-            help="Also install a systemd unit that re-applies this at every boot "
-            "(these settings are lost at reboot).",
-        ),
-    ] = False,
-    watch_unit: Annotated[
-        bool,
-        typer.Option(
-            "--watch",
-            help="With --persist: also install xputune-watch.service, which runs `xputune "
-            "watch` with these settings and re-applies them when a card reset, hot-plug or "
-            "driver rebind loses them (removed by rollback too).",
-        ),
-    ] = False,
-    root: RootOpt = None,
-    example: ExampleOpt = None,
-    fmt: FormatOpt = Format.table,
-) -> None:
+    profile: str | None,
+    ido: bool | None,
+    thp: str | None,
+    shm_huge: str | None,
+    numa_balancing: str | None,
+    only: list[str],
+    skip: list[str],
+    force: bool,
+    dry_run: bool,
+    wait: bool,
+    persist_unit: bool,
+    watch_unit: bool,
+    root: str | None,
+    example: str | None,
+    fmt: Format,
+) -> int:
     """Bring the host to a profile, as one transaction that can always be rolled back.
 
     Knob flags (--ido, --thp, --shm-huge, --numa-balancing) alone change only those knobs;
@@ -211,7 +161,7 @@ def apply_cmd(
     )
     if fmt is not Format.table:
         emit_data(engine.apply_document(view, selection, result), fmt)
-        return
+        return _apply_status(result)
     from rich.text import Text
 
     from xputune.cli.output import text
@@ -241,14 +191,17 @@ def apply_cmd(
             ),
             soft_wrap=True,
         )
+    return _apply_status(result)
+
+
+def _apply_status(result: Any) -> int:
+    """1 when a dry run found changes to make (drift), else 0."""
+    return exits.DIFFERENCE if result.dry_run and result.changes else exits.OK
 
 
 def rollback_cmd(
-    wait: WaitOpt = False,
-    root: RootOpt = None,
-    example: ExampleOpt = None,
-    fmt: FormatOpt = Format.table,
-) -> None:
+    dry_run: bool, wait: bool, root: str | None, example: str | None, fmt: Format
+) -> int:
     """Restore every original value recorded in the journal, newest first.
 
     Works after a finished apply (undo it) and after an apply that crashed or was killed
@@ -258,16 +211,24 @@ def rollback_cmd(
     installed are removed (on the live host the watch service is stopped), and a running
     `xputune watch` pauses: it reports drift but re-applies nothing until the next apply.
 
-    Example: xputune rollback
+    With --dry-run it shows what would be restored (each step's value now and its original),
+    takes no lock, writes nothing and needs no root where the state folder is readable; it
+    ends 1 when there is something to roll back.
+
+    Examples:
+
+        xputune rollback --dry-run
+        xputune rollback
     """
-    from xputune.cli.common import host_from
+    from xputune.host import open_host
     from xputune.tune import engine
 
-    view = host_from(root, example)
-    result = engine.rollback_host(view, wait=wait)
+    view = open_host(root, example)
+    result = engine.rollback_host(view, wait=wait, dry_run=dry_run)
+    status = exits.DIFFERENCE if dry_run and result.transactions else exits.OK
     if fmt is not Format.table:
         emit_data(engine.rollback_document(view, result), fmt)
-        return
+        return status
     from rich.text import Text
 
     from xputune.cli.output import text
@@ -275,9 +236,12 @@ def rollback_cmd(
     out = console()
     if not result.transactions:
         out.print("nothing to roll back: no journaled changes on this host")
-        return
+        return status
     for warning in result.warnings:
         out.print(Text.assemble(("warning:", "yellow"), text(f" {warning}")), soft_wrap=True)
+    if dry_run:
+        _render_pending(out, result)
+        return status
     for r in result.restored:
         shown = r.step.original_text or repr(r.step.original)
         out.print(text(f"restored {r.step.knob} {r.step.label}: {shown}"), soft_wrap=True)
@@ -285,13 +249,31 @@ def rollback_cmd(
         f"[green]rolled back {len(result.restored)} change(s) from "
         f"{result.transactions} apply(s)[/green]"
     )
+    return status
 
 
-def recommend_cmd(
-    root: RootOpt = None,
-    example: ExampleOpt = None,
-    fmt: FormatOpt = Format.table,
-) -> None:
+def _render_pending(out: Any, result: Any) -> None:
+    """What a rollback would restore, newest first: the value now and the original."""
+    from xputune.cli.output import ID, TEXT, add_row, new_table, print_fitted, text
+
+    table = new_table(
+        "would restore", [("knob", ID), ("where", TEXT), ("now", TEXT), ("original", TEXT)]
+    )
+    changing = 0
+    for p in result.pending:
+        now = p.now_text if p.unreadable is None else f"unknown ({p.unreadable})"
+        add_row(table, p.step.knob, p.step.label, now, p.original_text)
+        changing += bool(p.changes)
+    print_fitted(out, table)
+    out.print(
+        text(
+            f"dry run: {len(result.pending)} step(s) of {result.transactions} apply(s) would be "
+            f"restored ({changing} change a value now); nothing written"
+        )
+    )
+
+
+def recommend_cmd(root: str | None, example: str | None, fmt: Format) -> None:
     """Pick the profile that fits this host, from its CPU vendor, card IDs and card count.
 
     Every profile is scored and the reasons are shown; a profile counts only when all of its
@@ -301,10 +283,10 @@ def recommend_cmd(
 
     Example: xputune recommend --root ./h3c-box
     """
-    from xputune.cli.common import host_from
+    from xputune.host import open_host
     from xputune.tune import engine, profiles, recommend
 
-    view = host_from(root, example)
+    view = open_host(root, example)
     ranked = recommend.rank(profiles.load_all(), engine.discover(view))
     best = ranked[0] if ranked and ranked[0].eligible else None
     if fmt is not Format.table:
@@ -330,17 +312,7 @@ def recommend_cmd(
     )
 
 
-def profiles_cmd(
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            help="Show this profile's effective settings (after include).",
-            metavar="NAME",
-            callback=given,
-        ),
-    ] = None,
-    fmt: FormatOpt = Format.table,
-) -> None:
+def profiles_cmd(name: str | None, fmt: Format) -> None:
     """List the tuning profiles, or show one with its includes resolved.
 
     Profiles are YAML files (profiles/ in the package, plus /etc/xputune/profiles); a path to
@@ -396,11 +368,3 @@ def profiles_cmd(
     out.print(table)
     if p.platform_registers:
         out.print(f"platform register writes: {len(p.platform_registers)} (with pcie.ido)")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("check")(check_cmd)
-    app.command("apply")(apply_cmd)
-    app.command("rollback")(rollback_cmd)
-    app.command("recommend")(recommend_cmd)
-    app.command("profiles")(profiles_cmd)

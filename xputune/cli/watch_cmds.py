@@ -2,129 +2,82 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from xputune.cli import exits
+from xputune.cli.check_run import ONLY, SKIP
+from xputune.cli.options import EXAMPLE, MAX_EXPIRY_MINUTES, PROFILE, ROOT
+from xputune.cli.spec import Command, Opt
+from xputune.cli.tune_cmds import KNOB_FLAGS, knob_overrides
 
-import typer
-
-from xputune.cli.checks import MAX_EXPIRY_MINUTES, given
-from xputune.cli.common import ExampleOpt, RootOpt
-from xputune.cli.tune_cmds import (
-    ForceOpt,
-    IdoOpt,
-    NumaBalancingOpt,
-    OnlyOpt,
-    ProfileOpt,
-    ShmHugeOpt,
-    SkipOpt,
-    ThpOpt,
-    knob_overrides,
-)
+WEEK = 604_800.0
+WATCH = Command(
+    ("watch",),
+    "xputune.cli.watch_cmds:watch_cmd",
+    (
+        PROFILE.but(help="The profile to hold. Default: the one the last `xputune apply` "
+                    "applied; with no apply on this host, watch reports and changes nothing."),
+        *KNOB_FLAGS,
+        ONLY,
+        SKIP,
+        Opt("force", ("--force",), "Let a knob flag override a setting the profile marks "
+            "critical (refused otherwise).", kind="flag", default=False),
+        Opt("interval", ("--interval",), "Under --root: poll the tree this often. Live: "
+            "re-verify this often even without a udev event (THP and NUMA balancing raise "
+            "none). 0.01 to 86400 (a day).", kind="float", min=0.01, max=86_400.0,
+            default=60.0, metavar="SECONDS"),
+        Opt("once", ("--once",), "One pass (verify, re-apply drift), then exit.", kind="flag",
+            default=False),
+        Opt("dry_run", ("--dry-run", "-n"), "Report drift and change nothing: no re-apply, no "
+            "lock, no state written (--textfile/--nfd are still written). Needs no root; "
+            "reads a recording too.", kind="flag", default=False),
+        Opt("max_reapplies", ("--max-reapplies",), "Re-apply one place (a knob at one port or "
+            "file) at most N times per --window; the next drift there starts a backoff.",
+            kind="int", min=1, max=1000, default=3, metavar="N"),
+        Opt("window", ("--window",), "See --max-reapplies. At most a week, as --backoff and "
+            "--backoff-max.", kind="float", min=0.001, max=WEEK, default=600.0,
+            metavar="SECONDS"),
+        Opt("backoff", ("--backoff",), "First backoff of a flapping place; it doubles each "
+            "time the place flaps again, up to --backoff-max.", kind="float", min=0.001,
+            max=WEEK, default=60.0, metavar="SECONDS"),
+        Opt("backoff_max", ("--backoff-max",), "Longest backoff.", kind="float", min=0.001,
+            max=WEEK, default=3600.0, metavar="SECONDS"),
+        Opt("textfile", ("--textfile",), "After each pass, write DIR/xputune.prom atomically "
+            "(`xputune metrics`, with the watch's own counters) for node_exporter's textfile "
+            "collector.", kind="path", metavar="DIR"),
+        Opt("nfd", ("--nfd",), "After each pass, write Node Feature Discovery's feature file "
+            "DIR/xputune (`xputune labels`), usually "
+            "/etc/kubernetes/node-feature-discovery/features.d.", kind="path", metavar="DIR"),
+        Opt("expiry", ("--expiry",), "With --nfd: NFD drops the labels this long after a write "
+            "that is not renewed (0: never expire).", kind="int", min=0,
+            max=MAX_EXPIRY_MINUTES, default=60, metavar="MINUTES"),
+        ROOT,
+        EXAMPLE,
+    ),
+    exits=(exits.UNSUPPORTED, *exits.CHANGES),
+)  # fmt: skip
 
 
 def watch_cmd(
-    profile: ProfileOpt = None,
-    ido: IdoOpt = None,
-    thp: ThpOpt = None,
-    shm_huge: ShmHugeOpt = None,
-    numa_balancing: NumaBalancingOpt = None,
-    only: OnlyOpt = None,
-    skip: SkipOpt = None,
-    force: ForceOpt = False,
-    interval: Annotated[
-        float,
-        typer.Option(
-            "--interval",
-            min=0.01,
-            max=86_400.0,
-            metavar="SECONDS",
-            help="Under --root: poll the tree this often. Live: re-verify this often even "
-            "without a udev event (THP and NUMA balancing raise none). 0.01 to 86400 (a day).",
-        ),
-    ] = 60.0,
-    once: Annotated[
-        bool, typer.Option("--once", help="One pass (verify, re-apply drift), then exit.")
-    ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            "-n",
-            help="Report drift and change nothing: no re-apply, no lock, no state written "
-            "(--textfile/--nfd are still written). Needs no root; reads a recording too.",
-        ),
-    ] = False,
-    max_reapplies: Annotated[
-        int,
-        typer.Option(
-            "--max-reapplies",
-            min=1,
-            max=1000,
-            metavar="N",
-            help="Re-apply one place (a knob at one port or file) at most N times per "
-            "--window; the next drift there starts a backoff.",
-        ),
-    ] = 3,
-    window: Annotated[
-        float,
-        typer.Option(
-            "--window",
-            min=0.001,
-            max=604_800.0,
-            metavar="SECONDS",
-            help="See --max-reapplies. At most a week, as --backoff and --backoff-max.",
-        ),
-    ] = 600.0,
-    backoff: Annotated[
-        float,
-        typer.Option(
-            "--backoff",
-            min=0.001,
-            max=604_800.0,
-            metavar="SECONDS",
-            help="First backoff of a flapping place; it doubles each time the place flaps "
-            "again, up to --backoff-max.",
-        ),
-    ] = 60.0,
-    backoff_max: Annotated[
-        float,
-        typer.Option(
-            "--backoff-max", min=0.001, max=604_800.0, metavar="SECONDS", help="Longest backoff."
-        ),
-    ] = 3600.0,
-    textfile: Annotated[
-        str | None,
-        typer.Option(
-            "--textfile",
-            metavar="DIR",
-            help="After each pass, write DIR/xputune.prom atomically (`xputune metrics`, with "
-            "the watch's own counters) for node_exporter's textfile collector.",
-            callback=given,
-        ),
-    ] = None,
-    nfd: Annotated[
-        str | None,
-        typer.Option(
-            "--nfd",
-            metavar="DIR",
-            help="After each pass, write Node Feature Discovery's feature file DIR/xputune "
-            "(`xputune labels`), usually /etc/kubernetes/node-feature-discovery/features.d.",
-            callback=given,
-        ),
-    ] = None,
-    expiry: Annotated[
-        int,
-        typer.Option(
-            "--expiry",
-            min=0,
-            max=MAX_EXPIRY_MINUTES,
-            metavar="MINUTES",
-            help="With --nfd: NFD drops the labels this long after a write that is not "
-            "renewed (0: never expire).",
-        ),
-    ] = 60,
-    root: RootOpt = None,
-    example: ExampleOpt = None,
-) -> None:
+    profile: str | None,
+    ido: bool | None,
+    thp: str | None,
+    shm_huge: str | None,
+    numa_balancing: str | None,
+    only: list[str],
+    skip: list[str],
+    force: bool,
+    interval: float,
+    once: bool,
+    dry_run: bool,
+    max_reapplies: int,
+    window: float,
+    backoff: float,
+    backoff_max: float,
+    textfile: str | None,
+    nfd: str | None,
+    expiry: int,
+    root: str | None,
+    example: str | None,
+) -> int:
     """Keep the host at its profile: re-verify on every card event, re-apply what drifted.
 
     PCIe ordering bits are lost when a card is reset, hot-plugged or its driver rebinds, and
@@ -144,11 +97,14 @@ def watch_cmd(
     changes that tree and nothing else. SIGTERM or SIGINT finishes the current pass, releases
     the lock and exits 0. Only one watch runs per host (a lock in /var/lib/xputune).
 
-    Exit status with --once: 0 every setting held (nothing changed); 1 drift was found and
-    re-applied (every setting holds now); 3 drift is left (a re-apply failed, a place backs
-    off, a rollback paused the watch, or --dry-run). Without --once: 0 after SIGTERM/SIGINT.
-    Errors: 2 (a bad flag, profile or tree), 4 (the live host needs root), 5 (another watch
-    is running).
+    Which profile it holds: --profile, else the one the last `xputune apply` on this host
+    applied (with its flags). On a host where apply never ran, watch only reports: it changes
+    nothing until told which profile to hold.
+
+    Exit status with --once: 0 when the host is at its profile after the pass, whether every
+    setting held or drift was re-applied; 1 when drift is left (a re-apply failed, a place
+    backs off, a rollback paused the watch, no profile to hold, or --dry-run saw drift).
+    Without --once: 0 after SIGTERM/SIGINT.
 
     The live host needs pyudev (pip install 'xputune[udev]'). `xputune apply --persist
     --watch` installs it as xputune-watch.service.
@@ -164,8 +120,8 @@ def watch_cmd(
     """
     from datetime import timedelta
 
-    from xputune.cli.common import host_from
     from xputune.fleet import events, watch
+    from xputune.host import open_host
 
     config = watch.WatchConfig(
         profile=profile,
@@ -185,7 +141,7 @@ def watch_cmd(
     stopper.install()
     try:
         code = watch.run(
-            lambda: host_from(root, example),
+            lambda: open_host(root, example),
             config,
             once=once,
             source=events.UdevSource if live else events.PollSource,
@@ -193,8 +149,4 @@ def watch_cmd(
         )
     finally:
         stopper.close()
-    raise typer.Exit(code)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("watch")(watch_cmd)
+    return code

@@ -152,12 +152,16 @@ def prepare_cpu(topo: Topology, req: LaunchRequest) -> Launch:
     """
     from xputune.launch.cpu import build_cpu_spec, cpu_room, cpu_tier
     from xputune.plan.capacity import GB
+    from xputune.plan.host_plan import RefusedTpError
     from xputune.plan.l3 import plan_prefill, unbound_ranks
-    from xputune.plan.models import model_geometry
+    from xputune.plan.models import REFUSES, model_geometry
 
     preq = req.plan
     size = preq.tp or 1
-    geometry, _ = model_geometry(preq.model, size, preq.dtype)
+    geometry, tp_notes = model_geometry(preq.model, size, preq.dtype)
+    refused = [w for w in tp_notes if w.endswith(REFUSES)]
+    if refused and not preq.allow_refused_tp:
+        raise RefusedTpError(refused[0])
     host_bytes = sum(n.memory_total_bytes or 0 for n in topo.numa_nodes)
     shared = preq.strategy == "shared"
     chosen = cpu_tier(

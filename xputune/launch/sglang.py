@@ -8,7 +8,6 @@ set with different values is reported as a conflict. SGLang's argparse accepts s
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from dataclasses import dataclass
 
@@ -144,11 +143,6 @@ class LaunchSpec:
     argv: list[str]
     env: dict[str, str]  # only what xputune sets; the process inherits the rest
     conflicts: list[str]
-
-    def shell_line(self) -> str:
-        """The launch as one line a person can paste into a shell."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return f"{env} {shlex.join(self.argv)}" if env else shlex.join(self.argv)
 
 
 def build_spec(

@@ -89,7 +89,8 @@ def dry_run(launch_opts: list[str], sglang_args: list[str]) -> tuple[list[str], 
     refusal = [ln for ln in errors if ln.startswith("would refuse:")]
     if refusal:
         raise LaunchFailed(f"the launcher {printable(refusal[0])[6:300]}")
-    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    # the line is shell text, continued with " \\" where it is long (cli/output.shell_command)
+    lines = [ln for ln in done.stdout.replace("\\\n", " ").splitlines() if ln.strip()]
     words = shlex.split(lines[-1]) if lines else []
     env: dict[str, str] = {}
     while words and "=" in words[0] and not words[0].startswith("-"):

@@ -20,6 +20,7 @@ from xputune.plan.l3 import (
     plan_prefill,
     storage_layout,
 )
+from xputune.plan.models import REFUSES
 from xputune.plan.strategy import StrategyAdvice, recommend_strategy
 from xputune.topology.model import Topology
 
@@ -140,6 +141,10 @@ def make_plan(
     )  # fmt: skip
 
 
+class RefusedTpError(PlanError):
+    """A TP size SGLang refuses for this model (its attention heads do not split over it)."""
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """What `plan` and `launch sglang` ask of a host: the model already read (cli/ resolves
@@ -153,6 +158,7 @@ class PlanRequest:
     tier: str | None = None
     write_policy: str = "write_through"
     require_ido: bool = True  # all-nodes needs IDO on shared uplinks; False only warns
+    allow_refused_tp: bool = False  # a TP size SGLang refuses is planned anyway (a warning)
     l3: L3Request | None = None
 
 
@@ -163,6 +169,9 @@ def plan_for_host(topo: Topology, req: PlanRequest) -> tuple[HostPlan, list[str]
 
     size = resolve_tp(req.tp, len(topo.cards))
     geometry, warnings = model_geometry(req.model, size, req.dtype, len(topo.cards))
+    refused = [w for w in warnings if w.endswith(REFUSES)]
+    if refused and not req.allow_refused_tp:
+        raise RefusedTpError(refused[0])
     plan = make_plan(
         topo,
         geometry,

@@ -17,6 +17,9 @@ from typing import Any
 
 from xputune.errors import XputuneError
 
+#: How a TP-size warning that SGLang would refuse the size ends (plan_for_host refuses it).
+REFUSES = "refuses this size"
+
 
 def preset_for(name: str) -> str | None:
     """The preset a name or Hugging Face id stands for (glm-5, GLM5, zai-org/GLM-5), or None."""
@@ -105,7 +108,7 @@ def tp_warnings(
     if isinstance(heads, int) and heads % tp:
         out.append(
             f"TP {tp} does not divide the model's {heads} attention heads: SGLang splits heads "
-            "evenly over the ranks and refuses this size"
+            f"evenly over the ranks and {REFUSES}"
         )
     elif tp > 1 and tp & (tp - 1):
         out.append(

@@ -1,0 +1,101 @@
+"""status: what xputune set on this host, when, and whether it still holds (like `tuned-adm
+active` and `systemctl status` together)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xputune.cli import exits
+from xputune.cli.options import EXAMPLE, FORMAT, ROOT
+from xputune.cli.output import Format, console, emit_data, text
+from xputune.cli.spec import Command
+
+STATUS = Command(
+    ("status",),
+    "xputune.cli.status_cmds:status_cmd",
+    (ROOT, EXAMPLE, FORMAT),
+    exits=(exits.DIFFERENCE, exits.JOURNAL),
+)
+
+
+def status_cmd(root: str | None, example: str | None, fmt: Format) -> int:
+    """Show what is applied here: the profile, when and by which xputune, the boot and watch
+    units, the watch agent, and whether every setting still holds.
+
+    Reads the journal apply keeps (/var/lib/xputune), the units `apply --persist [--watch]`
+    installed and the watch agent's state; then checks the host against the profile that was
+    applied, as `xputune check` does. Needs no root (rows that need it say "unknown").
+
+    Exit status 0 when a profile is applied and every setting holds, 1 when something drifts
+    or nothing is applied.
+
+    Examples:
+
+        xputune status
+        xputune status --format json | jq .drift
+    """
+    from xputune.host import open_host
+    from xputune.tune.status import host_status, status_document
+
+    view = open_host(root, example)
+    report = host_status(view)
+    data = status_document(view, report)
+    if fmt is not Format.table:
+        emit_data(data, fmt)
+    else:
+        _render(data)
+    return exits.OK if data.get("holds") else exits.DIFFERENCE
+
+
+def _render(data: dict[str, Any]) -> None:
+    from xputune.cli.output import ID, add_row, is_quiet, new_table, print_fitted
+
+    out = console()
+    applied = data["applied"]
+    if applied is None:
+        where = data["state_dir"] or "no state folder"
+        out.print(text(f"no profile applied on {data['host']} ({where})"))
+    else:
+        args = " ".join(applied["args"]) or "(the recommended profile)"
+        out.print(
+            text(
+                f"profile {applied['profile']} applied {applied['when']} by xputune "
+                f"{applied['version'] or 'unknown'} ({applied['by']} {args})"
+            )
+        )
+    journal = data["journal"]
+    if journal["error"]:
+        out.print(text(f"journal: {journal['error']}", "red"))
+    elif journal["interrupted"]:
+        out.print(text("journal: an apply was interrupted: run `xputune rollback`", "red"))
+    elif journal["rolled_back"]:
+        out.print(text(f"journal: rolled back {journal['rolled_back']}"))
+    table = new_table("Units", [("unit", ID), "role", "installed", "enabled", ("runs", ID)])
+    for unit in data["units"]:
+        runs = unit["interpreter"] or "-"
+        if unit["interpreter"] and unit["interpreter_exists"] is False:
+            runs += " (missing)"
+        add_row(table, unit["name"], unit["role"], "yes" if unit["present"] else "no",
+                "yes" if unit["enabled"] else "no", runs)  # fmt: skip
+    print_fitted(out, table)
+    watch = data["watch"]
+    if watch:
+        out.print(text("watch: " + ", ".join(f"{k} {v}" for k, v in watch.items()
+                                             if not isinstance(v, (dict, list)))))  # fmt: skip
+    drift = data["drift"]
+    if drift["rows"] is None:
+        out.print(text(f"drift: {drift['note'] or 'not checked'}"))
+    elif drift["holds"]:
+        out.print(text(f"all {len(drift['rows'])} settings of {drift['profile']} hold", "green"))
+    else:
+        knobs = sorted({r["knob"] for r in drift["rows"] if r["verdict"] != "ok"})
+        out.print(
+            text(
+                f"{drift['drifting']} of {len(drift['rows'])} settings drift ({', '.join(knobs)})"
+                ": see `xputune check`, fix with `xputune apply`",
+                "red",
+            )
+        )
+    if not is_quiet():
+        for warning in data["warnings"]:
+            out.print(text(f"warning: {warning}", "yellow"))
