@@ -59,13 +59,16 @@ def _completion(args: list[str]) -> bool:
 
 def _help(args: list[str]) -> str | None:
     """The help text args ask for (no command, --help anywhere before `--`), else None."""
-    from xputune.cli import helptext, registry
+    from xputune.cli import registry
 
     before = args[: args.index("--")] if "--" in args else args
+    asked = not args or any(a in _HELP for a in before)
+    if not asked and not (args[0] in registry.GROUPS and len(args) == 1):
+        return None
+    from xputune.cli import helptext
+
     if not args or args[0] in _HELP:
         return helptext.top_help()
-    if not any(a in _HELP for a in before) and not (args[0] in registry.GROUPS and len(args) == 1):
-        return None
     found = registry.find(args)
     if found is not None:
         return helptext.command_help(registry.load(found[0]))

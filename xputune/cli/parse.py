@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from difflib import get_close_matches
 from typing import Any
 
 from xputune.cli.spec import Command, Opt
@@ -84,6 +83,8 @@ def convert(cmd: Command, opt: Opt, text: str) -> Any:
 
 
 def _unknown(cmd: Command, name: str) -> UsageError:
+    from difflib import get_close_matches
+
     known = [n for o in cmd.all_options for n in o.names if n.startswith("--")]
     near = get_close_matches(name.partition("=")[0], known, n=1, cutoff=0.75)
     hint = f"; did you mean {near[0]}?" if near else ""

@@ -16,38 +16,45 @@ typo, nan, inf or 5000 digits is one usage line), "flag" (no value), "choice" (o
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 KINDS = ("text", "path", "name", "int", "float", "flag", "choice")
 
 
-@dataclass(frozen=True)
 class Opt:
-    """One option: where its value goes, how it is spelled, what it takes."""
+    """One option: where its value goes, how it is spelled, what it takes.
 
-    dest: str  # the runner's keyword argument
-    names: tuple[str, ...]  # the long name first, then aliases (-f)
-    help: str
-    kind: str = "text"
-    default: Any = None
-    choices: tuple[str, ...] = ()
-    multiple: bool = False  # repeatable; the runner gets a list (empty when not given)
-    min: float | None = None  # int and float: inclusive bounds, both required
-    max: float | None = None
-    metavar: str | None = None
-    complete: str | None = None  # a completer's name in cli/completion.py
-    cast: Callable[[str], Any] | None = None  # a choice's value as the runner takes it (Format)
-    negative: str | None = None  # a flag's "off" spelling (--no-ido): the value is then False
-    required: bool = False
+    A plain class with slots: a dataclass (and the inspect module it imports) or a NamedTuple
+    (built by exec) costs a probe several milliseconds of start-up; this costs none.
+    """
 
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"{self.dest}: unknown kind {self.kind!r}")
-        if self.kind in ("int", "float") and (self.min is None or self.max is None):
-            raise ValueError(f"{self.dest}: a number option needs both bounds")
-        if self.kind == "choice" and not self.choices:
-            raise ValueError(f"{self.dest}: a choice option needs its choices")
+    __slots__ = ("cast", "choices", "complete", "default", "dest", "help", "kind", "max",
+                 "metavar", "min", "multiple", "names", "negative", "required")  # fmt: skip
+
+    def __init__(
+        self,
+        dest: str,  # the runner's keyword argument
+        names: tuple[str, ...],  # the long name first, then aliases (-f)
+        help: str,
+        kind: str = "text",
+        default: Any = None,
+        choices: tuple[str, ...] = (),
+        multiple: bool = False,  # repeatable; the runner gets a list (empty when not given)
+        min: float | None = None,  # int and float: inclusive bounds, both required
+        max: float | None = None,
+        metavar: str | None = None,
+        complete: str | None = None,  # a completer's name in cli/completion.py
+        cast: Callable[[str], Any] | None = None,  # a choice's value as the runner takes it
+        negative: str | None = None,  # a flag's "off" spelling (--no-ido): the value is False
+        required: bool = False,
+    ) -> None:
+        self.dest, self.names, self.help, self.kind = dest, names, help, kind
+        self.default, self.choices, self.multiple = default, choices, multiple
+        self.min, self.max, self.metavar, self.complete = min, max, metavar, complete
+        self.cast, self.negative, self.required = cast, negative, required
+
+    def __repr__(self) -> str:
+        return f"Opt({self.dest!r}, {self.names!r})"
 
     @property
     def flag(self) -> bool:
@@ -70,45 +77,70 @@ class Opt:
 
     def but(self, **changes: Any) -> Opt:
         """The same option with some fields changed (a shared option read another way)."""
-        return replace(self, **changes)
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        return Opt(**{**fields, **changes})
 
 
-@dataclass(frozen=True)
+def check_opt(opt: Opt) -> None:
+    """A table that cannot work is a bug: refuse it where it is declared."""
+    if opt.kind not in KINDS:
+        raise ValueError(f"{opt.dest}: unknown kind {opt.kind!r}")
+    if opt.kind in ("int", "float") and (opt.min is None or opt.max is None):
+        raise ValueError(f"{opt.dest}: a number option needs both bounds")
+    if opt.kind == "choice" and not opt.choices:
+        raise ValueError(f"{opt.dest}: a choice option needs its choices")
+
+
 class Arg:
     """A positional argument."""
 
-    dest: str
-    metavar: str
-    help: str
-    kind: str = "path"
-    required: bool = True
-    multiple: bool = False  # takes every remaining positional (FILES...)
-    complete: str | None = None
+    __slots__ = ("complete", "dest", "help", "kind", "metavar", "multiple", "required")
+
+    def __init__(
+        self,
+        dest: str,
+        metavar: str,
+        help: str,
+        kind: str = "path",
+        required: bool = True,
+        multiple: bool = False,  # takes every remaining positional (FILES...)
+        complete: str | None = None,
+    ) -> None:
+        self.dest, self.metavar, self.help, self.kind = dest, metavar, help, kind
+        self.required, self.multiple, self.complete = required, multiple, complete
 
 
-@dataclass(frozen=True)
 class Command:
     """A command: its words, its table, the function that does the work, its exit codes."""
 
-    words: tuple[str, ...]  # ("launch", "sglang")
-    runner: str  # "module:function"; the function's docstring is the command's help
-    options: tuple[Opt, ...] = ()
-    args: tuple[Arg, ...] = ()
-    passthrough: str | None = None  # takes what follows `--` (launch: SGLang's arguments)
-    passthrough_metavar: str = "ARGS"
-    exits: tuple[int, ...] = ()  # its own statuses (cli/exits.py) beside exits.ALWAYS
-    common: bool = True  # takes --quiet and --verbose (every command does)
-    all_options: tuple[Opt, ...] = field(init=False, repr=False)
+    __slots__ = ("all_options", "args", "exits", "options", "passthrough",
+                 "passthrough_metavar", "runner", "words")  # fmt: skip
 
-    def __post_init__(self) -> None:
-        opts = (*self.options, *(COMMON if self.common else ()))
+    def __init__(
+        self,
+        words: tuple[str, ...],  # ("launch", "sglang")
+        runner: str,  # "module:function"; the function's docstring is the command's help
+        options: tuple[Opt, ...] = (),
+        args: tuple[Arg, ...] = (),
+        passthrough: str | None = None,  # takes what follows `--` (launch: SGLang's arguments)
+        passthrough_metavar: str = "ARGS",
+        exits: tuple[int, ...] = (),  # its own statuses (cli/exits.py) beside exits.ALWAYS
+    ) -> None:
+        self.words = words
+        self.runner = runner
+        self.options = options
+        self.args = args
+        self.passthrough = passthrough
+        self.passthrough_metavar = passthrough_metavar
+        self.exits = exits
+        self.all_options = (*options, *COMMON)
         seen: set[str] = set()
-        for opt in opts:
+        for opt in self.all_options:
+            check_opt(opt)
             for name in (*opt.names, *((opt.negative,) if opt.negative else ())):
                 if name in seen:
-                    raise ValueError(f"{' '.join(self.words)}: {name} declared twice")
+                    raise ValueError(f"{' '.join(words)}: {name} declared twice")
                 seen.add(name)
-        object.__setattr__(self, "all_options", opts)
 
     @property
     def path(self) -> str:
