@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from xputune.cli import exits
 from xputune.cli.options import EXAMPLE, FORMAT, PROFILE, ROOT
-from xputune.cli.output import Format, add_row, console, emit_data, text
+from xputune.cli.output import Format, add_row, console, emit_data, print_fitted, text
 from xputune.cli.spec import Command, Opt
 from xputune.cli.suggest import same_host as same_host
 from xputune.cli.suggest import suggested
@@ -72,12 +72,14 @@ def profile_line(selection: Selection) -> str:
 
 
 def rows_table(rows: list[Row]) -> Table:
-    """One table row per setting, its verdict coloured."""
-    from rich.table import Table
+    """One table row per setting, its verdict coloured. A knob and a place (a bus id, a path)
+    are what an operator types back: never cut (print it with print_fitted)."""
+    from xputune.cli.output import ID, TEXT, new_table
 
-    table = Table(show_lines=False, header_style="bold")
-    for column in ("Knob", "Where", "Expected", "Actual", "Verdict", "Severity"):
-        table.add_column(column, overflow="fold")
+    table = new_table(
+        "", [("knob", ID), ("where", ID), ("expected", TEXT), ("actual", TEXT), "verdict",
+             "severity"],
+    )  # fmt: skip
     for row in rows:
         style = VERDICT_STYLE.get(row.verdict, "")
         add_row(
@@ -90,6 +92,29 @@ def rows_table(rows: list[Row]) -> Table:
             row.severity,
         )
     return table
+
+
+#: What a row's other columns need at least beside knob and place (text, borders, padding).
+_OTHER_COLUMNS = 12 + 8 + 8 + 9 + 6 * 3 + 1
+
+
+def print_rows(out: Console, rows: list[Row]) -> None:
+    """The rows as a table where knob and place fit on one line beside the rest; else as a
+    list, two lines a setting, so that no knob or place is ever cut."""
+    knob = max((len(r.knob) for r in rows), default=0)
+    where = max((len(r.target) for r in rows), default=0)
+    if knob + where + _OTHER_COLUMNS <= out.width:
+        print_fitted(out, rows_table(rows), keys=2)
+        return
+    for row in rows:
+        style = VERDICT_STYLE.get(row.verdict, "")
+        out.print(text(f"{row.knob}  {row.target}"), soft_wrap=True)
+        out.print(
+            text("  expected ").append(text(row.expected)).append(", actual ")
+            .append(text(row.actual)).append(": ").append(text(row.verdict, style))
+            .append(f" ({row.severity})"),
+            soft_wrap=True,
+        )  # fmt: skip
 
 
 def print_fixes(out: Console, rows: list[Row]) -> None:
@@ -132,7 +157,7 @@ def run_check(
         return 0 if ok else 1
     out = console()
     out.print(text(profile_line(selection)))
-    out.print(rows_table(rows))
+    print_rows(out, rows)
     print_fixes(out, rows)
     held = sum(r.holds for r in rows)
     if ok:
