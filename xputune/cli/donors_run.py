@@ -73,7 +73,8 @@ def run_donors(
 
         xputune launch l3-donors -n --example h3c-hygon-p800 --l3-master m1:50051
 
-        xputune launch l3-donors --l3-master m1:50051 --l3-host 10.0.0.7 --l3-segment-gb 512
+        xputune launch l3-donors --l3-master m1:50051 --l3-host 10.0.0.7 \\
+            --l3-segment-gb 512
     """
     from xputune.cli.output import columns, shell_command
     from xputune.launch import donors, policy

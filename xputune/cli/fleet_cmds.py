@@ -145,7 +145,8 @@ def report(files: list[str], fmt: Format) -> int:
 
     Example:
 
-        for h in $(cat hosts); do ssh $h xputune probe -f json > $h.probe.json; done
+        for h in $(cat hosts); do ssh $h xputune probe -f json > $h.probe.json; \\
+            done
         xputune fleet report *.probe.json *.check.json
     """
     from xputune.fleet.report import build, has_findings, load_files

@@ -134,7 +134,8 @@ def plan_cmd(
 
     Example (the field report's case: 32K tokens, page 64, 78 layers, MLA):
 
-        xputune kernels plan --tokens 32768 --page-size 64 --layers 78 --item-size 1152
+        xputune kernels plan --tokens 32768 --page-size 64 --layers 78 \\
+            --item-size 1152
 
     prints 78 segments for layer_first and 39,936 for page_first_direct.
     """

@@ -90,12 +90,15 @@ def run_launch(
 
     Examples:
 
-        xputune launch sglang -n --example h3c-hygon-p800 -- --model-path zai-org/GLM-5 --tp 8
-        xputune launch sglang --strategy shared --tier max -- --model-path /models/GLM-5 --tp 8
+        xputune launch sglang -n --example h3c-hygon-p800 -- --model-path \\
+            zai-org/GLM-5 --tp 8
+        xputune launch sglang --strategy shared --tier max -- --model-path \\
+            /models/GLM-5 --tp 8
 
         xputune launch sglang -- --model-path /models/tiny-llama --device cpu
 
-        xputune launch sglang --l3 mooncake --l3-master m1:50051 -- --model-path /m/GLM-5
+        xputune launch sglang --l3 mooncake --l3-master m1:50051 -- --model-path \\
+            /m/GLM-5
     """
     from xputune.cli.requests import plan_request
     from xputune.launch import policy

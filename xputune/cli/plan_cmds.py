@@ -278,7 +278,8 @@ def tiers_cmd(
 
     Example: xputune tiers --trace mooncake_trace.jsonl --l1 200K --model glm-5 --plot c.svg
 
-        xputune tiers --trace t.jsonl --l1 200K --l2 2M --l3 40M --model glm-5 --tp 8
+        xputune tiers --trace t.jsonl --l1 200K --l2 2M --l3 40M --model glm-5 \\
+            --tp 8
     """
     if trace is None and measured is None:
         raise XputuneError("give --trace FILE, --measured FILE, or both")

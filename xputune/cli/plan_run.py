@@ -84,8 +84,10 @@ def run_plan(
 
         xputune plan --example h3c-hygon-p800 --model glm-5 --tp 8
         xputune plan --model deepseek-v3 --tp 8 --strategy shared --format json
-        xputune plan --model glm-5 --tp 8 --l3 mooncake --l3-pool-gb 4096 --l3-master m1:50051
-        xputune plan --model glm-5 --l3 mooncake --role decode --l3-master m1:50051
+        xputune plan --model glm-5 --tp 8 --l3 mooncake --l3-pool-gb 4096 \\
+            --l3-master m1:50051
+        xputune plan --model glm-5 --l3 mooncake --role decode --l3-master \\
+            m1:50051
     """
     from xputune.plan.bindings import PlanError
     from xputune.plan.host_plan import plan_document
