@@ -1,1 +1,2 @@
-"""Thin typer commands: parse flags, call one function below, render. No logic lives here."""
+"""Commands: each a table (spec.py) run by our parser (parse.py); parse flags, call one function
+below, render. No logic lives here (docs/cli.md)."""

@@ -1,7 +1,7 @@
 """Every XPUTUNE_* environment variable xputune reads, said once: the ENVIRONMENT section of
 `xputune --help`, of each command's help that reads some, and of the man pages.
 
-tests/cli/test_environment.py keeps this table equal to the variables the code reads.
+tests/cli/test_tables.py keeps this table equal to the variables the code reads.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ JSON and YAML output hold only finite numbers: every number the schemas ship is 
 number, so a NaN or an infinity in a document (a bug, or input no check caught) is refused
 with one line naming its place instead of being written as invalid JSON.
 
-rich is imported only inside the functions: it costs start-up time (DESIGN: probe start-up).
+rich is imported only inside the functions: it costs start-up time (docs/benchmarks.md: probe
+start-up).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How a command suggests another: a command line that works when followed (issue 24, item 6).
+"""How a command suggests another: a command line that works when followed.
 
 A suggestion that only reads the host (check, probe) works on anything the user read, so it
 carries the same --root/--example. One that changes the host (apply) does not work on a

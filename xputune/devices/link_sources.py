@@ -8,7 +8,7 @@ Per vendor with cards, the first of:
   3. The vendor library's links, read in the enrichment's session (NVML: NVLink state and
      remote PCI info per link). On a recording only an explicitly named library is loaded
      (libpath's rule), as for the vendor details.
-  4. Live Kunlunxin host: libxpuml has no link or topology call (REFERENCE section 5), so
+  4. Live Kunlunxin host: libxpuml has no link or topology call (docs/platform.md, 5), so
      `xpu-smi topo -m` is run (with a short timeout; XPUTUNE_VENDOR_LIBRARIES=off skips it).
      Never for a recording: a tool on this machine describes this machine.
 Without any, the matrix is sysfs's PCIe picture and its label says so ("PCIe (sysfs)").

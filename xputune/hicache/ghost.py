@@ -1,4 +1,6 @@
-"""Ghost list: remember pages evicted from L1 without a host copy, to prove reuse later (seed 2.6).
+"""Ghost list: remember pages evicted from L1 without a host copy, to prove reuse later.
+
+The field report's fix (docs/field-report.md, 2.6).
 
 With write_through_selective counting distinct requests, a prefix whose reuse gap is longer than
 its stay in L1 is evicted (hit count reset) before its second request arrives, so it would never

@@ -1,11 +1,11 @@
 """`xputune bench host`: what 4 KB pages cost a pinned host KV buffer, against MADV_HUGEPAGE.
 
-The seed (2.4) states that a 100 GB buffer of 4 KB pages needs ~26M page-table entries, taxing
-CPU page tables, the IOMMU and the device's DMA translation, and that registration pins pages so
-huge pages must be asked for before it. This measures that on any Linux box: the same buffer is
-built twice (MADV_NOHUGEPAGE, then MADV_HUGEPAGE), faulted in, then pinned (device runtime
-registration where present, mlock otherwise), and each run reports the fault and pin times, the
-huge pages the kernel granted, the page-table memory it grew, and where the pages landed.
+The field report (docs/field-report.md, 2.4) states that a 100 GB buffer of 4 KB pages needs ~26M
+page-table entries, taxing CPU page tables, the IOMMU and the device's DMA translation, and that
+registration pins pages so huge pages must be asked for before it. This measures that on any Linux
+box: the same buffer is built twice (MADV_NOHUGEPAGE, then MADV_HUGEPAGE), faulted in, then pinned
+(device runtime registration where present, mlock otherwise), and each run reports the fault and pin
+times, the huge pages the kernel granted, the page-table memory it grew, and where the pages landed.
 """
 
 from __future__ import annotations

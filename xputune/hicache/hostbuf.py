@@ -1,4 +1,4 @@
-"""A private host KV buffer in the physical form the transfer path wants (seed 2.4).
+"""A private host KV buffer in the physical form the transfer path wants (field report, 2.4).
 
 The order of steps is the point of this module:
   1. anonymous private mmap, aligned to 2 MiB so every huge page can be PMD-mapped;

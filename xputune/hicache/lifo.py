@@ -3,7 +3,7 @@
 SGLang's host pool keeps free slots FIFO (alloc from the head, freed slots appended at the tail),
 so writes wander over the whole pool. Reusing the most recently freed page instead keeps writes
 on a few hot, already-faulted and TLB-resident pages: a pure locality win that changes neither
-hit rate nor eviction (seed 2.4).
+hit rate nor eviction (docs/field-report.md, 2.4).
 
 Slots are token indices as in SGLang (alloc(need) returns `need` int64 slot ids); they move in
 whole pages, and a page keeps its slots in order, so a multi-page allocation of neighbouring

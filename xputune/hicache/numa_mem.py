@@ -1,10 +1,10 @@
 """NUMA memory policy for host KV buffers: bind, interleave, and check where pages really are.
 
-A host KV pool on the wrong node makes every D2H/H2D cross the socket link (seed 2.4: binding
-to the card's node took the slowdown from +11.5% to -2.1%). Policies are set with the raw
-mbind/set_mempolicy syscalls because libnuma may be missing, and placement is never assumed:
-move_pages in query mode reports the node of each page, so a bind that silently fell back
-(cpuset limits, a node out of memory with MPOL_PREFERRED) is visible.
+A host KV pool on the wrong node makes every D2H/H2D cross the socket link (docs/field-report.md,
+2.4: binding to the card's node took the slowdown from +11.5% to -2.1%). Policies are set with the
+raw mbind/set_mempolicy syscalls because libnuma may be missing, and placement is never assumed:
+move_pages in query mode reports the node of each page, so a bind that silently fell back (cpuset
+limits, a node out of memory with MPOL_PREFERRED) is visible.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Asynchronous transfer submission: the scheduler only enqueues, two lanes do the submitting.
 
 In the first Kunlunxin build one D2H submission took about 1.3 s on the scheduler thread, which
-could not run the next batch until it returned (seed 2.2). Here D2H and H2D each get a daemon
-thread consuming its own queue, so a write-back never waits behind a load and neither blocks the
-scheduler. Within a lane, jobs run and complete in the order they were enqueued, which is what
-per-layer load events and "write before free" rely on.
+could not run the next batch until it returned (docs/field-report.md, 2.2). Here D2H and H2D each
+get a daemon thread consuming its own queue, so a write-back never waits behind a load and neither
+blocks the scheduler. Within a lane, jobs run and complete in the order they were enqueued, which is
+what per-layer load events and "write before free" rely on.
 
 A failed job must not vanish in a background thread: its future carries the exception, and the
 first failure is also kept and raised (as TransferError) by the caller's next submit, flush() or

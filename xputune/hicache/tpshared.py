@@ -1,4 +1,4 @@
-"""One host KV buffer shared by a whole TP group, for MLA models (seed 2.7).
+"""One host KV buffer shared by a whole TP group, for MLA models (docs/field-report.md, 2.7).
 
 MLA host KV is a replicated latent: every TP rank holds bit-identical data, so at TP 8 a
 per-rank pool keeps 8 copies (1/8 of the nominal L2 capacity) and moves 8x the D2H traffic.
@@ -53,7 +53,7 @@ from xputune.host import open_host
 from xputune.host.values import find_mount
 
 SHM_DIR = "/dev/shm"
-FILE_PREFIX = "xputune-"  # names of the seed's scheme; nothing is created under it any more
+FILE_PREFIX = "xputune-"  # names of the field report's scheme; nothing is created under it any more
 #: Test-only: SIGKILL rank 0 at a stage ("created", "populated", "listening", "handed").
 KILL_ENV = "XPUTUNE_TEST_TPSHARED_KILL"
 _HELLO = struct.Struct("<8sIIQ")  # magic, rank, world, size

@@ -1,4 +1,6 @@
-"""Write-policy counting: a node's hit count means distinct requests, not insert calls (seed 2.6).
+"""Write-policy counting: a node's hit count means distinct requests, not insert calls.
+
+The field report's fix (docs/field-report.md, 2.6).
 
 HiRadixCache bumps a node's hit count inside insert(), and under PD-disaggregated prefill one
 request is inserted twice (cache_unfinished_req, then cache_finished_req). One request then

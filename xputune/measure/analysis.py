@@ -5,7 +5,8 @@ model` runs on typed-in points), fitted here to requests the sweep measured:
 
 - load, T(n) = a + b*n: all-hit requests of the HiCache sizes (the whole prompt but its last
   page came from cache) with some of it loaded from L2 or L3; n = tokens loaded from there,
-  T = TTFT. The seed's measurement, without anyone typing points in.
+  T = TTFT. The field report's measurement (docs/field-report.md, 3), without anyone typing
+  points in.
 - recompute, R(n) = c + d*n: the baseline's requests (HiCache off), n = prompt tokens the
   server computed (prompt - cached), R = TTFT; without a baseline, the HiCache sizes'
   requests that loaded nothing from L2 or L3.

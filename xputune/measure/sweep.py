@@ -1,16 +1,16 @@
 """The tier-by-tier experiment of the field report, in one run.
 
-For each L2 size, smallest first: start a server through the launcher, replay the workload on
-its cold cache, stop it. Stop early at the plateau: when a size adds less than `min_gain` of
-hit rate over the one before it, larger sizes are not tried (the seed's rule; `tiers` shows on
-the whole curve where that rule stops too early, the sweep reports the same verdict on what it
-measured). With a baseline, one more server runs with HiCache off first, and every size is
-judged by net benefit against it: TTFT saved per request = compute saved by the extra hits -
-the cost of moving their KV. The compute saved is priced by the recompute line R(n) = c + d*n
+For each L2 size, smallest first: start a server through the launcher, replay the workload on its
+cold cache, stop it. Stop early at the plateau: when a size adds less than `min_gain` of hit rate
+over the one before it, larger sizes are not tried (the field report's rule, docs/field-report.md,
+3; `tiers` shows on the whole curve where that rule stops too early, the sweep reports the same
+verdict on what it measured). With a baseline, one more server runs with HiCache off first, and
+every size is judged by net benefit against it: TTFT saved per request = compute saved by the extra
+hits - the cost of moving their KV. The compute saved is priced by the recompute line R(n) = c + d*n
 fitted to the baseline's requests (TTFT against tokens computed); the moving cost is what that
 leaves of the measured saving.
 
-The load line T(n) = a + b*n of the seed (what `xputune model` fits from typed-in points) is
+The load line T(n) = a + b*n of the field report (what `xputune model` fits from typed-in points) is
 fitted here from the all-hit requests of every HiCache size: requests whose whole prompt but
 its last page came from cache, some of it from L2 or L3, with n = the tokens loaded from there.
 
@@ -355,7 +355,7 @@ def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice
 
 
 def _plateau(steps: list[Step], min_gain: float) -> bool:
-    """The seed's rule: the last HiCache size added less than min_gain over the one before."""
+    """The plateau rule: the last HiCache size added less than min_gain over the one before."""
     rates = [s.hit_rate() for s in steps if s.hicache]
     if len(rates) < 2 or rates[-1] is None or rates[-2] is None:
         return False

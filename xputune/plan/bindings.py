@@ -1,6 +1,6 @@
 """Per-rank NUMA bindings for a topology: where each TP rank's process and host KV live.
 
-Three strategies, from the seed report:
+Three strategies, from the field report (docs/field-report.md, 2.4, 2.5 and 2.7):
 - local: each card's process and host memory on its own NUMA node. Safe everywhere, but on a
   box where two cards share a node and half the nodes have no card, half the memory sits idle.
 - all-nodes: every card gets a node of its own (its local node if free, else the nearest free

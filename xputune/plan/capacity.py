@@ -1,8 +1,8 @@
 """How much host memory each card can give HiCache L2, and the ladder of tiers to try.
 
-The seed's rule: try capacity tier by tier from small and stop where the hit rate stops rising,
-because registered memory is itself a cost. So the ladder starts small and doubles up to the
-most a card can get under the chosen strategy.
+The field report's rule (docs/field-report.md, 3): try capacity tier by tier from small and stop
+where the hit rate stops rising, because registered memory is itself a cost. So the ladder starts
+small and doubles up to the most a card can get under the chosen strategy.
 
 Sizes shown to SGLang are in GB (1e9 bytes): --hicache-size is per rank in GB.
 """

@@ -47,8 +47,9 @@ class HostPlan:
 def choose_tier(cap: Capacity, tier: str | None) -> Tier:
     """`tier` is a 1-based ladder index, a size like "64GB", "max", or None (the ladder's middle).
 
-    The middle is a starting point, not an answer: the seed's method is to climb the ladder and
-    stop where the hit rate stops rising (or use `xputune tiers --trace` to see the curve).
+    The middle is a starting point, not an answer: the field report's method
+    (docs/field-report.md, 3) is to climb the ladder and stop where the hit rate stops rising
+    (or use `xputune tiers --trace` to see the curve).
     """
     tiers = cap.tiers
     if tier is None:

@@ -1,9 +1,9 @@
-"""Reading a hit-rate curve: its knee, a recommended tier, and the seed's stop-at-plateau rule.
+"""Reading a hit-rate curve: its knee, a recommended tier, and the stop-at-plateau rule.
 
-The seed's advice is to grow L2 tier by tier and stop at the first plateau, because capacity
-past the plateau only adds registered-memory cost. Prefix curves can rise again after a flat
-stretch (a working set that fits only past some size), so the rule is checked here against the
-whole curve (or against every measured tier) and the disagreements are reported.
+The field report's advice (docs/field-report.md, 3) is to grow L2 tier by tier and stop at the first
+plateau, because capacity past the plateau only adds registered-memory cost. Prefix curves can rise
+again after a flat stretch (a working set that fits only past some size), so the rule is checked
+here against the whole curve (or against every measured tier) and the disagreements are reported.
 """
 
 from __future__ import annotations
@@ -92,11 +92,11 @@ def plateau_rule(
     ttft_ms: Sequence[float | None] | None = None,
     tolerance: float | None = None,
 ) -> PlateauVerdict:
-    """Apply the seed's rule to tiers in increasing capacity and compare with all of them.
+    """Apply the field report's rule to tiers in increasing capacity and compare with all of them.
 
     The rule: go up while each step adds at least `min_gain` of hit rate; at the first step
     that adds less, keep the previous tier. The full-data choice: the tier with the lowest
-    TTFT when every tier has one (what the seed actually optimises), else the smallest tier
+    TTFT when every tier has one (what the field report actually optimises), else the smallest tier
     within `tolerance` (default: min_gain) of the best hit rate.
     """
     n = len(hit_rates)

@@ -9,7 +9,7 @@ from typing import Any
 from xputune.errors import XputuneError
 from xputune.plan.inputs import csv_points, pair
 
-# The field report's figures (shared/seed/): T(n) = 779.1 ms + 13.539 us*n, 735 ms floor,
+# The field report's figures (docs/field-report.md, 3): T(n) = 779.1 ms + 13.539 us*n, 735 ms floor,
 # 7.40 GB/s, GLM-5 on 8 cards.
 SEED = {
     "fit_a": 779.1,

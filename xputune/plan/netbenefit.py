@@ -1,9 +1,9 @@
 """Net benefit of a prefix hit: load it from L2, or recompute it?
 
-The seed's governing formula is: net benefit = compute time saved by hits - cost of moving KV
-across tiers. For one request whose n-token prefix hits in L2, loading takes T(n) = a + b*n
-(a: fixed cost of the L2 path, b: transfer time per token) and recomputing takes
-R(n) = c + d*n. Both are fitted from measurements by least squares. The hit pays off above the
+The field report's governing formula (docs/field-report.md, 1) is: net benefit = compute time saved
+by hits - cost of moving KV across tiers. For one request whose n-token prefix hits in L2, loading
+takes T(n) = a + b*n (a: fixed cost of the L2 path, b: transfer time per token) and recomputing
+takes R(n) = c + d*n. Both are fitted from measurements by least squares. The hit pays off above the
 break-even length n* = (a - c) / (d - b): shorter hits cost more than they save.
 
 The slope b is also a bandwidth check: b * bandwidth is the bytes moved per token, which must

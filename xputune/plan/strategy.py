@@ -1,7 +1,7 @@
 """Which binding strategy (plan/bindings.py: local, all-nodes, shared) fits a host, and why.
 
 Pure: a topology (and, when known, whether the model is MLA) in, a strategy and a one-line
-reason out. The reasoning follows the seed report:
+reason out. The reasoning follows the field report (docs/field-report.md, 2.5 and 2.7):
 - shared pays whenever the model is MLA and TP > 1: the latent KV is the same on every rank, so
   one buffer interleaved over all nodes holds it once instead of TP times, and only rank 0
   writes it (no two cards under a switch write to different nodes, so IDO does not matter).

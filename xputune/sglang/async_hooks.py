@@ -1,4 +1,4 @@
-"""XPUTUNE_HICACHE_ASYNC: HiCache transfers are submitted by two lane threads (seed 2.2).
+"""XPUTUNE_HICACHE_ASYNC: HiCache transfers are submitted by two lane threads (field report, 2.2).
 
 In 0.5.20 HiCacheController.start_writing / start_loading hand their merged operation to
 L2TransferEngine.submit_device_to_host / submit_host_to_device, which launch every copy on the

@@ -1,4 +1,4 @@
-"""XPUTUNE_HICACHE_COUNT_ONCE: a radix node's hit count means distinct requests (seed 2.6).
+"""XPUTUNE_HICACHE_COUNT_ONCE: a radix node's hit count means distinct requests (field report 2.6).
 
 One request is inserted into the radix tree twice on its way through the server (at the end of
 prefill by cache_unfinished_req, again at finish by cache_finished_req), and every insert bumps

@@ -1,4 +1,4 @@
-"""XPUTUNE_HICACHE_GHOST: remember L1 drops, back up only the prefix they prove (seed 2.6).
+"""XPUTUNE_HICACHE_GHOST: remember L1 drops, back up only the prefix they prove (field report 2.6).
 
 Under write_through_selective a node is backed up at its second distinct request. When the
 reuse gap is longer than the node's stay in L1, the cache drops it first (a device leaf with

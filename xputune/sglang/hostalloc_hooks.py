@@ -4,8 +4,8 @@ SGLang 0.5.20 allocates host pools through ALLOC_MEMORY_FUNCS[device] (a module-
 defaultdict, so it is patched directly, not through the hook registry): a plain mmap, then
 cudaHostRegister. The replacement allocates the same shape and dtype as:
   - NUMA: an xputune HostBuffer (2 MiB-aligned anonymous mmap, MADV_HUGEPAGE, mbind to the
-    card's node, faulted in, then registered: the order the seed requires), the node being
-    the i-th value of XPUTUNE_HICACHE_NUMA for local card i;
+    card's node, faulted in, then registered: the order docs/field-report.md, 2.4 gives), the
+    node being the i-th value of XPUTUNE_HICACHE_NUMA for local card i;
   - TP_SHARED (MLA pools only, whose host KV is identical on every TP rank): one
     TpSharedBuffer per TP group in /dev/shm, interleaved over the nodes; only TP rank 0 runs
     the D2H copies into it, every rank reads it. The pool's LIFO allocator publishes a digest

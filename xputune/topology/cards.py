@@ -1,4 +1,4 @@
-"""Which PCI functions are accelerators ("cards"), by the rules of REFERENCE section 1.
+"""Which PCI functions are accelerators ("cards"), by the rules of docs/platform.md, 1.
 
 Kunlunxin cards are recognized by vendor, by the bound driver or by a /sys/class/xpu entry,
 because which vendor ID their config space carries is unverified. Virtual functions and switch

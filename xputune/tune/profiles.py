@@ -132,13 +132,13 @@ def _read(path: str) -> dict[str, Any]:
 def _parse(path: str, text: str, shown: str) -> Any:
     """A profile's YAML, kept per user from an earlier run while the file holds the same text.
 
-    check and launch read every profile on each run, and importing a YAML parser costs them
-    more than the parsing (DESIGN: start-up within 2x of the probe). The cache entry holds the
-    text it was parsed from; an edited file is parsed again. host/usercache.py loads only an
-    entry this user wrote into a folder nobody else can write, and the profile is validated
-    from its parsed form as always. XPUTUNE_CACHE=off, a refused cache or an odd entry only
-    mean parsing: with libyaml when PyYAML has it, and an error is worded by the pure-Python
-    parser, as it always was.
+    check and launch read every profile on each run, and importing a YAML parser costs them more
+    than the parsing (docs/benchmarks.md: start-up within 2x of the probe). The cache entry
+    holds the text it was parsed from; an edited file is parsed again. host/usercache.py loads
+    only an entry this user wrote into a folder nobody else can write, and the profile is
+    validated from its parsed form as always. XPUTUNE_CACHE=off, a refused cache or an odd entry
+    only mean parsing: with libyaml when PyYAML has it, and an error is worded by the
+    pure-Python parser, as it always was.
     """
     entry = _cache_entry(path)
     kept = usercache.load(_CACHE_KIND, entry, _CACHE_MAX) if entry else None

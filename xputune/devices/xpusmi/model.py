@@ -5,7 +5,7 @@ Every field is optional because each form carries a different subset (-L: index,
 power, temperature and the process list; -q and -q -x: most; topo -m: relations and CPU/NUMA
 affinity). Units are the tools' own: MiB, percent, degrees C, watts. A value a tool printed but
 that cannot be read is None here and one line in `warnings`; the document is refused only when
-nothing in it is recognisable (DESIGN: discovery degrades).
+nothing in it is recognisable (docs/architecture.md: discovery degrades).
 """
 
 from __future__ import annotations

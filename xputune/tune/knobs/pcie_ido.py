@@ -7,9 +7,10 @@ lets the ports order only traffic of the same requester ID. It is Device Control
 where the whole path honours it, so the knob owns those two bits in the card and in every
 bridge port between it and its root port. Nothing else in config space is ever written.
 
-A platform may also need a root-complex register (the seed's Hygon fix is one; the register is
-not public): a profile can describe such writes (device match, offset, width, mask, value).
-They are off unless a profile names them, and they are planned only when IDO is wanted.
+A platform may also need a root-complex register (the field report's Hygon fix is one,
+docs/field-report.md, 2.5; the register is not public): a profile can describe such writes (device
+match, offset, width, mask, value). They are off unless a profile names them, and they are planned
+only when IDO is wanted.
 """
 
 from __future__ import annotations
