@@ -1,4 +1,4 @@
-"""DESIGN's house rule, checked: a layer imports only the layers below it."""
+"""The layering rule (docs/architecture.md), checked: a layer imports only the layers below it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "xputune"
-# Bottom first, as in DESIGN.md ("The house").
+# Bottom first, as in docs/architecture.md ("Layers").
 LAYERS = ["host", "topology", "devices", "kernels", "hicache", "tune", "plan", "fleet", "sglang",
           "launch", "measure", "cli"]  # fmt: skip
 RANK = {name: i for i, name in enumerate(LAYERS)}

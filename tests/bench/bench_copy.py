@@ -11,7 +11,7 @@
    layers of --d2h-tokens tokens written back (a whole 32K-token pool would not fit a small
    machine). Host pools are xputune's huge-page host buffer, as the plugin's host_alloc
    allocates them (--small-pages: plain 4 KB pages, as a stock SGLang pool has).
-Targets (DESIGN, one thread, one layer of 32K tokens): layer_first >= 0.97 of memcpy,
+Targets (docs/benchmarks.md; one thread, one layer of 32K tokens): layer_first >= 0.97 of memcpy,
 page_first >= 0.9, judged on the layout's worst median ratio over the one-layer rows;
 page_first_direct and the all-layer rows are printed for comparison.
 Run: .venv/bin/python tests/bench/bench_copy.py --repeats 15

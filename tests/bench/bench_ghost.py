@@ -1,4 +1,4 @@
-"""Ghost list memory per entry (tracemalloc) and add/lookup cost, against the seed's ~120 B.
+"""Ghost list memory per entry (tracemalloc) and add/lookup cost, against the field report's ~120 B.
 
 Run: .venv/bin/python tests/bench/bench_ghost.py [entries]
 """

@@ -1,4 +1,4 @@
-"""Pinning cost of a host KV buffer: 4 KB pages vs MADV_HUGEPAGE, side by side (seed 2.4).
+"""Pinning cost of a host KV buffer: 4 KB pages vs MADV_HUGEPAGE, side by side (field report 2.4).
 
 Two figures per size: "warm pin" pins an already faulted buffer (what `xputune bench host`
 reports), "cold pin" registers an untouched buffer, so the pin also faults every page in (what

@@ -1,8 +1,9 @@
 """Benchmark: peak memory and time of whole commands handed hostile input files.
 
-Target (issue 20): every file a user names is bounded: a command given a huge file, a device
-(/dev/zero), a file of one endless line or a FIFO with no writer ends at once with one error
-line, in the memory of the interpreter plus the bound, instead of growing or blocking.
+Target (docs/architecture.md, bounded inputs): every file a user names is bounded: a command given a
+huge file, a device (/dev/zero), a file of one endless line or a FIFO with no writer ends at once
+with one error line, in the memory of the interpreter plus the bound, instead of growing or
+blocking.
 
 What it does: writes the hostile files into a temporary directory (deleted afterwards; nothing
 big is committed): a 181 MB JSON document (also named as a .yaml profile), a 1 GiB trace of

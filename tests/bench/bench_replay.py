@@ -1,7 +1,7 @@
 """Benchmark: the replay client's own cost per request, against a bare HTTP loop to the same
 server.
 
-Target (issue 22, DESIGN.md): the client's overhead per request small enough not to show in
+Target (docs/benchmarks.md): the client's overhead per request small enough not to show in
 TTFT. Both sides send the same requests (the committed Mooncake slice, scaled by
 --block-tokens), one at a time, to the same server, with its cache flushed before each run:
 

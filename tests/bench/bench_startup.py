@@ -1,14 +1,14 @@
-"""Start-up of plan, check and launch --dry-run against the probe (issue 14 item 3).
+"""Start-up of plan, check and launch --dry-run against the probe.
 
-DESIGN target: plan, check and launch --dry-run within 2x of the probe, whole process, cold.
-Every command runs as a fresh process on the bundled recording, interleaved, so machine noise
-hits each alike. Each is compared with the probe printing the same kind of output (JSON with
-the fast-path `probe -f json`, tables with `probe`'s tables: drawing a table with rich costs
-the same ~50 ms to both), and, for the record, with the JSON probe as well; the ratios are per
-round, shown as min / median / max. launch --dry-run prints a command line, no table: its
-anchor is the JSON probe. The children may write
-.pyc files (PYTHONDONTWRITEBYTECODE is dropped for them): an installed xputune has its bytecode,
-and a module compiled afresh on every run would be measured instead of the start-up.
+Target (docs/benchmarks.md): plan, check and launch --dry-run within 2x of the probe, whole process,
+cold. Every command runs as a fresh process on the bundled recording, interleaved, so machine noise
+hits each alike. Each is compared with the probe printing the same kind of output (JSON with the
+fast-path `probe -f json`, tables with `probe`'s tables: drawing a table with rich costs the same
+~50 ms to both), and, for the record, with the JSON probe as well; the ratios are per round, shown
+as min / median / max. launch --dry-run prints a command line, no table: its anchor is the JSON
+probe. The children may write .pyc files (PYTHONDONTWRITEBYTECODE is dropped for them): an installed
+xputune has its bytecode, and a module compiled afresh on every run would be measured instead of the
+start-up.
 
     python tests/bench/bench_startup.py [--runs 15]
 """

@@ -1,4 +1,4 @@
-"""TP=8 host memory: one TP-shared buffer against one private buffer per rank (seed 2.7).
+"""TP=8 host memory: one TP-shared buffer against one private buffer per rank (field report 2.7).
 
 Each of 8 processes maps (shared) or allocates (private) the host KV buffer and touches all of
 it; while all hold it, the parent sums their PSS, both for the buffer mapping alone (smaps) and

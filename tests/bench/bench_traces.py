@@ -1,6 +1,6 @@
 """Benchmark: a whole `xputune tiers` run against a bare json.loads loop over the same lines.
 
-Target (issue 14, DESIGN.md): the whole command within 1.3x of merely parsing the trace's lines
+Target (docs/benchmarks.md): the whole command within 1.3x of merely parsing the trace's lines
 with Python's json, at most 300 MB peak RSS on 10M block accesses (500k requests of 20 blocks),
 and a 5M-line trace with long prompts (~650 MB) in bounded memory.
 

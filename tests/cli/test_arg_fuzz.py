@@ -1,4 +1,4 @@
-"""Every command's arguments, fuzzed: no call may end in a traceback (issue 20).
+"""Every command's arguments, fuzzed: no call may end in a traceback.
 
 Each command of the full application gets RUNS calls drawn from its declared parameters
 (arg_fuzz.py: good values, noise of the parameter's kind, hostile paths, repeated and unknown

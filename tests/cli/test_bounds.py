@@ -1,4 +1,4 @@
-"""Every command argument is bounded (issue 20): empty paths and names are refused, numbers
+"""Every command argument is bounded: empty paths and names are refused, numbers
 have a range that nan, inf, 1e300 and 5000 digits fall outside, watch's times are bounded.
 
 Every call here is refused while its arguments are parsed, before the command runs; they run
@@ -148,7 +148,7 @@ def test_watch_times_are_bounded_in_the_library_as_on_the_command_line() -> None
 
 
 def test_a_huge_interval_never_reaches_the_second_pass(tmp_path: Path) -> None:
-    """The issue's crash: the first pass changed the tree, then select() overflowed."""
+    """The crash it pins: the first pass changed the tree, then select() overflowed."""
     from tests.tune import minihost
 
     mini = minihost.build(str(tmp_path / "host"))

@@ -1,4 +1,4 @@
-"""Every file a command reads from its arguments is bounded (issue 20): a FIFO nobody writes
+"""Every file a command reads from its arguments is bounded: a FIFO nobody writes
 to, a device, a file far over the size of its kind, JSON that is not strict, numbers out of
 range and CSV fields past any real one are each refused with one `xputune: error:` line (exit
 2), before anything is printed, and nothing blocks. The hostile files are made here; the

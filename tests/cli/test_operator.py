@@ -1,4 +1,4 @@
-"""The operator's experience (issue 16): layouts that fit, one error voice, completion of
+"""The operator's experience: layouts that fit, one error voice, completion of
 values, recordings that read back, man pages that install, progress that stays quiet."""
 
 from __future__ import annotations

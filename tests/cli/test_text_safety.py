@@ -1,4 +1,4 @@
-"""Text from data is printed as text, and machine output is valid JSON (issue 20).
+"""Text from data is printed as text, and machine output is valid JSON.
 
 Names and values read from a host tree, a vendor tool's output or a user's file reach the
 terminal with what is not printable escaped (\\x1b, never an ESC), as literal text (rich

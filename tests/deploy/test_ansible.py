@@ -91,7 +91,7 @@ def test_first_run_changes_second_run_is_ok_and_the_profile_holds(
     assert code == 0 and after["ok"], after
     assert {r["knob"] for r in after["rows"]} >= {"pcie.ido", "persist"}
     assert (tree / "etc/systemd/system/xputune.service").is_file()  # --persist, in the tree
-    print(f"\nfirst run:  {first}\nsecond run: {second}")  # the figures for the closing note
+    print(f"\nfirst run:  {first}\nsecond run: {second}")  # the two runs' summaries, shown with -s
 
 
 def test_check_mode_predicts_without_writing_and_absent_rolls_back(

@@ -1,6 +1,6 @@
 """`xputune smi` on an NVIDIA host: NVML through the real pynvml against the C stand-in.
 
-Also checks item 4 of the issue: the names and bus ids smi prints are the ones probe prints for
+Also checks that the names and bus ids smi prints are the ones probe prints for
 the same host (the stand-in describes the 8 H100 of the bundled HGX fixture).
 """
 

@@ -1,4 +1,4 @@
-"""Misreadings found on third-party data (issue 24, item 8), each on the real output that shows it.
+"""Misreadings found on third-party data, each on the real output that shows it.
 
 Sources and licences of the files are in data/real/README.md.
 

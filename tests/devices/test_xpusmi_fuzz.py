@@ -1,7 +1,8 @@
 """Noise into the smi parsers: each input parses or raises SmiParseError, nothing else.
 
-A traceback from `xputune smi --input` would be a bug (DESIGN: user errors are one line), so
-the property is checked on random text, random bytes, and samples cut, spliced and garbled.
+A traceback from `xputune smi --input` would be a bug (docs/architecture.md: user errors are one
+line), so the property is checked on random text, random bytes, and samples cut, spliced and
+garbled.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""--root DIR of a recording extracted as its advice says (issue 24, item 6).
+"""--root DIR of a recording extracted as its advice says.
 
 A read-only recording tells the user to extract it and pass the folder as --root. `tar xf`
 leaves the recording's one top folder inside that folder, so --root takes the folder whose

@@ -1,4 +1,4 @@
-"""Archives as people really make them, read as GNU tar reads them (issue 24, items 6 and 8).
+"""Archives as people really make them, read as GNU tar reads them.
 
 Two misreadings found on third-party data, each shown here with input made at test time by the
 real `tar` binary (so nothing binary is committed and the archive is what GNU tar writes):

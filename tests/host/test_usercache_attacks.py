@@ -1,4 +1,4 @@
-"""The attacks of issue 20 on xputune's caches, kept: another local user against root.
+"""Attacks on xputune's caches, kept as tests: another local user against root.
 
 Each test plays a local user (uid 65534, through setpriv) who plants a library, a folder or
 a parsed-profile entry where root's xputune used to look, then runs what root runs and checks
@@ -201,7 +201,7 @@ def test_a_planted_library_is_never_loaded(
 def test_tiers_with_a_planted_stack_distance_kernel(
     arena: Path, marker: Path, evil_source: Path, tmp_path: Path
 ) -> None:
-    """The issue's path: `xputune tiers` loads kernels/stackdist.c's library from the cache."""
+    """The path attacked: `xputune tiers` loads kernels/stackdist.c's library from the cache."""
     env = {**os.environ, "XPUTUNE_CACHE_DIR": str(tmp_path / "clean")}
     scratch = subprocess.run(  # the name the attacker predicts, from a clean cache
         [sys.executable, "-c", "from xputune.kernels import build; "

@@ -1,4 +1,4 @@
-"""The probe's fast paths through the views read exactly what the slow ones did (issue 23, 6).
+"""The probe's fast paths through the views read exactly what the slow ones did.
 
 - TarView remembers every resolved prefix: a path resolves as a fresh walk would, in any
   order of asking, and as the same tree extracted to disk resolves through DirView.

@@ -1,4 +1,4 @@
-"""The wheel carries its native code (issue 23): built when the wheel is built, so an installed
+"""The wheel carries its native code: built when the wheel is built, so an installed
 xputune runs `tiers` and `bench copy` with no compiler anywhere on PATH.
 
 The wheel is built from a copy of this working tree (pip wheel: build/ of the checkout could

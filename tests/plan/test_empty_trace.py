@@ -1,4 +1,4 @@
-"""An empty trace is one line, not a traceback (issue 24, item 8).
+"""An empty trace is one line, not a traceback.
 
 `xputune tiers --trace` of a trace with no request in it ended in a TraceError traceback
 ("block size must be > 0 tokens, got None"): nothing was read, so no block size was known. The

@@ -155,7 +155,7 @@ def test_model_needs_inputs(capsys) -> None:
     assert rc == 2 and "--point" in err
 
 
-# -- one vocabulary (issue 16 item 3) -----------------------------------------------------------
+# -- one vocabulary: a flag means the same in plan, model, tiers and launch -----------------------
 
 SEED = ("--example", "h3c-hygon-p800")
 GLM5 = {

@@ -1,4 +1,4 @@
-"""CPU packages where the kernel does not know them (issue 24, item 8).
+"""CPU packages where the kernel does not know them.
 
 The kernel writes physical_package_id = -1 when the platform does not say which package a CPU
 sits in. Third-party data showing it: two of hwloc's recordings of real machines

@@ -1,4 +1,4 @@
-"""cpuinfo's keys are found by a pattern the regex engine can jump through (issue 23, item 6):
+"""cpuinfo's keys are found by a pattern the regex engine can jump through:
 the same fields as the MULTILINE "^...$" reading it replaced, on any text and on every real
 cpuinfo in hwloc's recordings (x86, arm, arm64, ppc, s390, ia64)."""
 

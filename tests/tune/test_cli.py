@@ -151,7 +151,7 @@ def test_shipped_examples_are_read_only_for_apply_and_rollback(run_cli):
     assert code == 1 and "dry run: 27 change(s) planned" in out
 
 
-# -- least surprise (issue 16 item 2) -----------------------------------------------------------
+# -- least surprise: a flag does what it names and no more ----------------------------------------
 
 
 def test_a_knob_flag_alone_plans_that_knob_only(mini, run_cli):
@@ -219,7 +219,7 @@ def test_apply_and_rollback_under_root_change_that_tree_only(mini, tmp_path, run
     }
 
 
-# -- one verdict (issue 16 item 3) --------------------------------------------------------------
+# -- one verdict: probe and check judge a setting alike -------------------------------------------
 
 PROBE_NAME = {
     "thp.enabled": "thp enabled",

@@ -1,4 +1,7 @@
-"""The issue's acceptance criteria on a copy of the seed's box (H3C, 2 Hygon, 8 x P800).
+"""apply, check and rollback on a copy of the seed box (H3C, 2 Hygon, 8 x P800): a dry run
+changes no byte, IDO touches bits 8 and 9 of every port on each card's path and nothing else,
+rollback restores byte for byte, and a failed write or a kill at any step leaves the tree
+untouched or restorable.
 
 Marked slow: the recorded tree has thousands of files, and every step k is exercised.
 """

@@ -1,4 +1,4 @@
-"""Suggestions that work when followed, on recordings too (issue 24, item 6).
+"""Suggestions that work when followed, on recordings too.
 
 Every command xputune suggests for changing a host is run here exactly as it was printed (a
 shell line, in a temporary folder, with this checkout's `xputune` first on PATH), and what it

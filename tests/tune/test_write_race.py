@@ -3,7 +3,7 @@ that lead out of it (the tree's directories are theirs).
 
 Before writes went by descriptor, a value was resolved inside the tree (refusing links out of
 it) and then opened again by path: a directory swapped for a symlink in between sent the write
-outside (4 of 30 apply/rollback runs in the report), and some runs died with a traceback. Now
+outside (4 of 30 apply/rollback runs when it was found), and some runs died with a traceback. Now
 the resolved path is walked from the root O_NOFOLLOW: a swap is one clear error, never a write
 outside, and apply rolls back or refuses in one line.
 """
