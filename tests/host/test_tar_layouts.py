@@ -73,13 +73,7 @@ def tree_of(folder: Path) -> dict[str, tuple[str, bytes | str]]:
 
 def view_of(view: TarView) -> dict[str, tuple[str, bytes | str]]:
     """The same listing, from a view's tables."""
-    found: dict[str, tuple[str, bytes | str]] = {}
-    for path, kind in view._kinds.items():
-        if path == "/":
-            continue
-        payload = view._data[path] if kind == "file" else view._targets.get(path, b"")
-        found[path] = (kind, payload)
-    return found
+    return {path: (kind, payload) for path, kind, payload in view.members()}
 
 
 def same_host(a, b) -> bool:

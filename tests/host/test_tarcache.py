@@ -25,8 +25,8 @@ SEED = example_path("h3c-hygon-p800")
 CARD = "/sys/bus/pci/devices/0000:23:00.0/vendor"
 
 
-def _tables(view: TarView) -> tuple:
-    return view._kinds, view._data, view._targets, view._children
+def _tables(view: TarView) -> dict:
+    return {path: (kind, payload) for path, kind, payload in view.members()}
 
 
 def test_second_open_reads_the_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,11 +64,13 @@ GARBLED = [
 # Forged with a valid header (only this user could write one): the tables' own check holds.
 MALFORMED = [
     [("x", "exec", "rm -rf /")],
-    ({"/": "dir", "/x": "exec"}, {}, {}, {}),  # an unknown kind
-    ({"/": "dir"}, {"/x": b"data of no file"}, {}, {}),
-    ({"/": "dir", "/l": "link"}, {}, {"/l": 7}, {}),  # a target not text
-    ({"/": "dir", "x": "file"}, {"x": b""}, {}, {}),  # not a host path
-    ({"/": "file"}, {"/": b""}, {}, {}),  # the root is no directory
+    {"/": {"x": 7}},  # a value of no kind
+    {"/": {"x": ("a FIFO", "and more")}},  # an "other" saying two things
+    {"/": {"x": b""}, "x": {}},  # a folder not named by its host path
+    {"/": {"x": None}, "/x": ["y"]},  # a folder's row not a mapping
+    {"/": {7: b""}},  # a name not text
+    {"/x": {}},  # no root
+    ({"/": "dir"}, {}, {}, {}),  # the tables of format 3
 ]
 
 
@@ -96,9 +98,12 @@ def test_entries_of_an_older_format_are_dropped(cache: Path) -> None:
     (entry,) = cache.iterdir()
     digest = entry.name.split("-", 1)[0]
     older = cache / f"{digest}-cpython-311-m4-f1"
-    other = cache / "0123456789abcdef0123456789abcdef-cpython-311-m4-f1"  # another recording
-    older.write_bytes(b"old table")
-    other.write_bytes(b"old table")
+    # Another recording's, for another Python: kept. Keyed by SHA-256 (formats 1-3): dropped,
+    # since no recording opened now is keyed so.
+    other = cache / f"0123456789abcdef0123456789abcdef-cpython-312-m4-f{tarcache.FORMAT}"
+    sha_keyed = cache / "fedcba9876543210fedcba9876543210-cpython-311-m4-f3"
+    for path in (older, other, sha_keyed):
+        path.write_bytes(b"old table")
     entry.unlink()
     TarView(SEED)
     assert sorted(p.name for p in cache.iterdir()) == sorted([entry.name, other.name])

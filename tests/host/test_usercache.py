@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
 import threading
 from pathlib import Path
 
@@ -250,7 +251,7 @@ def test_an_entry_is_refused_unless_a_plain_private_file(
     assert usercache.load("things", "c", 2) is None  # over its cap
     err = capsys.readouterr().err
     for why in ("writable by others (mode 0660)", "2 hard links", "a symbolic link",
-                "larger than 50 bytes"):  # fmt: skip
+                f"larger than {2 + usercache._HEADER.size} bytes"):  # fmt: skip
         assert why in err, err
     assert usercache.store("things", "a", [2], CAP)  # a symlink is replaced, never followed
     assert not entry.is_symlink() and usercache.load("things", "c", CAP) == [1]
@@ -273,11 +274,27 @@ def test_too_large_data_is_not_kept(cache: Path) -> None:
     assert [p.name for p in (cache / "things").iterdir()] == []
 
 
-def test_prune_keeps_the_named_entry_and_others_prefixes(cache: Path) -> None:
+def test_prune_removes_only_the_stale_entries(cache: Path) -> None:
     for name in ("k-new", "k-old", "k-older", "other-old"):
         assert usercache.store("things", name, name, CAP)
     (cache / "things" / "k-new.tmp.123").write_bytes(b"")  # a writer's, left alone
-    usercache.prune("things", "k-", "k-new")
+    usercache.prune("things", lambda name: name.startswith("k-") and name != "k-new")
     assert sorted(p.name for p in (cache / "things").iterdir()) == [
         "k-new", "k-new.tmp.123", "other-old",
     ]  # fmt: skip
+
+
+def test_an_older_xputunes_entry_is_rebuilt_without_a_warning(
+    cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries of the SHA-256 header (magic xputune\\x01) are not ours to read any more."""
+    import hashlib
+    import marshal
+
+    assert usercache.store("things", "a", [1], CAP)
+    payload = marshal.dumps([1])
+    older = struct.pack("<8sQ32s", b"xputune\x01", len(payload), hashlib.sha256(payload).digest())
+    (cache / "things" / "a").write_bytes(older + payload)
+    monkeypatch.setattr(usercache, "marshal", _NoLoads)
+    assert usercache.load("things", "a", CAP) is None
+    assert capsys.readouterr().err == ""

@@ -40,8 +40,9 @@ def outcome(view, path: str) -> str:
 
 def probes(view: TarView) -> list[str]:
     """Every member, and through every link its parent and a sibling of its target."""
-    paths = sorted(p for p in view._kinds if p != "/")
-    links = [p for p in paths if view._kinds[p] == "link"]
+    kinds = {path: kind for path, kind, _ in view.members()}
+    paths = sorted(kinds)
+    links = [p for p in paths if kinds[p] == "link"]
     return paths + [f"{p}/.." for p in links] + [f"{p}/../{p.rsplit('/', 1)[1]}" for p in links]
 
 
@@ -88,53 +89,49 @@ def test_a_file_on_disk_reads_whole_at_every_size(tmp_path: Path, size: int) -> 
 
 
 def _reference_well_formed(index: object) -> bool:
-    """The per-entry loop _index_well_formed replaced: the same verdict on every input."""
-    if not (isinstance(index, tuple) and len(index) == 4):
+    """The per-entry loop _index_well_formed stands for: the same verdict on every input."""
+    if not isinstance(index, dict) or not isinstance(index.get("/"), dict):
         return False
-    kinds, data, targets, children = index
-    if not all(isinstance(t, dict) for t in index) or kinds.get("/") != "dir":
-        return False
-    return (
-        all(
-            type(k) is str and k[:1] == "/" and v in ("file", "dir", "link", "other")
-            for k, v in kinds.items()
-        )
-        and all(type(v) is bytes and kinds.get(k) == "file" for k, v in data.items())
-        and all(type(v) is str and kinds.get(k) in ("link", "other") for k, v in targets.items())
-        and all(
-            kinds.get(k) == "dir" and type(v) is list and all(type(n) is str for n in v)
-            for k, v in children.items()
-        )
-    )
+    for folder, row in index.items():
+        if type(folder) is not str or folder[:1] != "/" or type(row) is not dict:
+            return False
+        for name, value in row.items():
+            if type(name) is not str:
+                return False
+            if type(value) is tuple:
+                if len(value) != 1 or type(value[0]) is not str:
+                    return False
+            elif value is not None and type(value) not in (bytes, str):
+                return False
+    return True
 
 
-def _good() -> tuple:
-    kinds = {"/": "dir", "/sys": "dir", "/sys/a": "file", "/sys/l": "link", "/sys/d": "other"}
-    data = {"/sys/a": b"1\n"}
-    targets = {"/sys/l": "a", "/sys/d": "a FIFO"}
-    children = {"/": ["sys"], "/sys": ["a", "l", "d"]}
-    return kinds, data, targets, children
+def _good() -> dict:
+    return {"/": {"sys": None}, "/sys": {"a": b"1\n", "l": "a", "d": ("a FIFO",), "e": None},
+            "/sys/e": {}}  # fmt: skip
 
 
 def _variants() -> list[object]:
-    out: list[object] = [_good(), None, (), _good()[:3], [*_good()], ({}, {}, {}, {})]
-    for table, key, value in [
-        (0, 7, "file"),
-        (0, "sys/x", "file"),
-        (0, "/sys/x", "socket"),
-        (0, "/", "file"),
-        (1, "/sys/a", "1\n"),
-        (1, "/sys", b""),
-        (2, "/sys/l", b"a"),
-        (2, "/sys/a", "x"),
-        (3, "/sys/a", []),
-        (3, "/sys", ("a",)),
-        (3, "/sys", ["a", 5]),
-        (3, "/sys", [b"a"]),
+    out: list[object] = [_good(), None, (), [*_good().items()], {}, {"/sys": {}}]
+    for folder, name, value in [
+        (7, None, {}),  # a folder not named by text
+        ("sys/x", None, {}),  # nor by a host path
+        ("/sys/x", None, ["a"]),  # a row not a mapping
+        ("/", None, {"sys": None, 7: b""}),  # a name not text
+        ("/sys", "a", 1),  # a value of no kind
+        ("/sys", "a", bytearray(b"1")),
+        ("/sys", "d", ()),  # an "other" saying nothing
+        ("/sys", "d", ("a FIFO", "twice")),
+        ("/sys", "d", (b"a FIFO",)),
+        ("/sys", "l", ["a"]),
+        ("/", "sys", {}),
     ]:
-        index = [dict(t) for t in _good()]
-        index[table][key] = value
-        out.append(tuple(index))
+        index = {k: dict(v) for k, v in _good().items()}
+        if name is None:
+            index[folder] = value  # type: ignore[index]
+        else:
+            index[folder][name] = value
+        out.append(index)
     return out
 
 
