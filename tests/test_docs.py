@@ -155,3 +155,13 @@ def test_a_missing_docs_page_is_named(tmp_path: Path) -> None:
     path = tmp_path / "module.py"
     path.write_text("# docs/cli.md says why\n# docs/no-such-page.md\n")
     assert missing_docs([path]) == [f"{path}:2: docs/no-such-page.md"]
+
+
+def test_the_architecture_lists_the_layers_in_their_order() -> None:
+    """docs/architecture.md's table of layers, bottom first, is tests/test_layers.py's order."""
+    from tests.test_layers import LAYERS
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text[text.index("\n## Layers\n") : text.index("\nRules that keep the layers")]
+    firsts = re.findall(r"^\| `([\w]+)/`", table, re.M)
+    assert firsts == LAYERS
