@@ -25,10 +25,12 @@ import json
 import math
 import os
 import stat
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from xputune.errors import XputuneError
+
+if TYPE_CHECKING:  # pathlib costs a probe ~4 ms of start-up (it imports urllib, ipaddress)
+    from pathlib import Path
 
 #: Caps on the whole file, per kind: far above any real file of the kind (they refuse junk,
 #: not data). A trace has no cap on the whole, it is streamed; plan/traces.py bounds its lines.
@@ -258,6 +260,8 @@ def read_json(path: Path, what: str, limit: int) -> Any:
 
 def config_path(name: str) -> Path | None:
     """The config.json a --model value names: the file itself, or a folder holding one."""
+    from pathlib import Path
+
     path = Path(name).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
         return path / "config.json"
