@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from xputune.devices.info import VendorInfo
 from xputune.devices.libpath import (
@@ -25,6 +25,7 @@ from xputune.devices.libpath import (
     override,
 )
 from xputune.errors import XputuneError
+from xputune.tuples import NamedTuple
 
 if TYPE_CHECKING:
     from xputune.topology.model import Topology

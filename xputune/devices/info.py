@@ -6,7 +6,9 @@ probe and its JSON see only this record, so a third vendor adds a provider, not 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
+
+from xputune.tuples import NamedTuple
 
 
 class VendorInfo(NamedTuple):

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from xputune.devices.enrich import LINK_SOURCES
 from xputune.devices.libpath import SWITCH_ENV
 from xputune.devices.vendor_files import OUTPUTS, Output, read_saved
 from xputune.errors import HostError
 from xputune.topology.serialize import PCIE_ONLY
+from xputune.tuples import NamedTuple
 
 if TYPE_CHECKING:
     from xputune.devices.enrich import Enrichment

@@ -19,9 +19,10 @@ import io
 import os
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from xputune.errors import HostError, XputuneError
+from xputune.tuples import NamedTuple
 
 if TYPE_CHECKING:
     from xputune.host import HostView

@@ -12,9 +12,9 @@ never "off".
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 
 from xputune.errors import HostDataError
+from xputune.tuples import NamedTuple
 
 HEADER_BYTES = 64
 STATUS_CAP_LIST = 0x0010

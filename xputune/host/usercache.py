@@ -40,9 +40,9 @@ import struct
 import sys
 import zlib
 from collections.abc import Callable
-from typing import NamedTuple
 
 from xputune.host.replace import TMP_MARK, write_replace_at
+from xputune.tuples import NamedTuple
 
 #: Root's default cache folder (root never uses a HOME-based one).
 ROOT_DIR = "/var/cache/xputune"

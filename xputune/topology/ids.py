@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 from functools import cache
-from typing import NamedTuple
 
 from xputune.errors import HostError
 from xputune.host import HostView
+from xputune.tuples import NamedTuple
 
 PCI_IDS_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids")
 

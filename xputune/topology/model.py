@@ -7,7 +7,7 @@ a `card` is an accelerator, an `uplink` is the switch upstream port that cards s
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from xputune.tuples import NamedTuple
 
 # Relation legend, nearest first (same letters as `nvidia-smi topo -m`). RELATIONS are the
 # PCIe relations discovery derives from sysfs; NV# and XL are links between cards that only the

@@ -11,7 +11,6 @@ position in the chain.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from xputune.host import pciconfig
 from xputune.host.reader import Reader
@@ -25,6 +24,7 @@ from xputune.host.values import (
 )
 from xputune.topology.ids import PciNames, id_table
 from xputune.topology.model import Link, Ordering, PciFunction
+from xputune.tuples import NamedTuple
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 # Domains are 16 bits on most machines but wider behind Intel VMD (10000:e0:00.0) and on
