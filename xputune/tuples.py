@@ -51,6 +51,11 @@ else:
             """Positional, then keyword, then default values, in field order; the TypeErrors
             a namedtuple's own __new__ raises."""
             fields = cls._fields
+            if not args and len(kwargs) == len(fields):  # every field by name: no defaults
+                try:
+                    return [kwargs[field] for field in fields]
+                except KeyError:
+                    pass  # some other name instead of a field: said below
             if len(args) > len(fields):
                 raise TypeError(
                     f"{cls.__name__}() takes {len(fields)} arguments but {len(args)} were given"

@@ -23,7 +23,6 @@ start-up).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -190,8 +189,10 @@ def emit_data(data: dict[str, Any], fmt: Format) -> None:
         _refuse_non_finite(data)
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
     else:
+        from xputune.cli.jsontext import dumps  # json.dumps(indent=2)'s text, faster
+
         try:
-            out = json.dumps(data, indent=2, allow_nan=False)
+            out = dumps(data)
         except ValueError:
             _refuse_non_finite(data)
             raise
