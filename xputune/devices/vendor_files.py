@@ -56,9 +56,8 @@ OUTPUTS = (
     Output("kunlunxin", "xpu-smi", ("topo", "-m"), "xpu-smi-topo-m.txt", "topo"),
     Output("kunlunxin", "xpu-smi", ("-q", "-x"), "xpu-smi-q-x.xml", "xml"),
 )
-_PRIVATE = re.compile(
-    rb"<(serial|uuid|board_id|gpu_serial|process_name)>[^<]*</\1>",
-)
+#: Compiled on first use (re caches it): only `record` scrubs, and a probe's start-up need not.
+_PRIVATE = rb"<(serial|uuid|board_id|gpu_serial|process_name)>[^<]*</\1>"
 
 
 def outputs_for(vendors: Iterable[str]) -> tuple[Output, ...]:
@@ -68,7 +67,7 @@ def outputs_for(vendors: Iterable[str]) -> tuple[Output, ...]:
 
 def scrub_xml(data: bytes) -> bytes:
     """`data` with the text of identifying elements replaced by "scrubbed"."""
-    return _PRIVATE.sub(rb"<\1>scrubbed</\1>", data)
+    return re.sub(_PRIVATE, rb"<\1>scrubbed</\1>", data)
 
 
 def find_tool(tool: str) -> str | None:
