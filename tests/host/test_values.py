@@ -102,6 +102,9 @@ def test_link_speeds_old_and_new_kernels() -> None:
     assert parse_link_speed("Unknown speed", P) is None
     with pytest.raises(HostDataError):
         parse_link_speed("", P)
+    for no_speed in ("0 GT/s", "5000 GT/s", "1" * 400 + " GT/s"):  # no link runs so
+        with pytest.raises(HostDataError):
+            parse_link_speed(no_speed, P)
     assert parse_link_width("0\n", P) is None
     assert parse_link_width("16\n", P) == 16
 

@@ -182,12 +182,14 @@ def test_decode_donors_sit_beside_their_nics(seed) -> None:
     ]  # fmt: skip
     node1 = seed.node(1)
     assert plan.donors[0].segment_bytes <= node1.memory_total_bytes
-    assert all(d.segment_bytes % GB == 0 and d.segment_bytes > 100 * GB for d in plan.donors)
+    assert all(d.segment_bytes % (1 << 30) == 0 and d.segment_bytes > 100 * GB
+               for d in plan.donors)  # fmt: skip
     assert any("0 2 4 6" in n for n in plan.notes)  # the NIC-less nodes are named
     cmd = donor_command(plan, plan.donors[0])
     assert cmd[:3] == ["numactl", "--cpunodebind=1", "--membind=1"]
     assert "--device_names=mlx5_0" in cmd and "--host=10.1.2.9" in cmd
-    assert f"--global_segment_size={plan.donors[0].segment_bytes // GB}GB" in cmd
+    # Mooncake reads "NGB" as N x 2^30 bytes: the donor mounts exactly what was planned
+    assert f"--global_segment_size={plan.donors[0].segment_bytes >> 30}GB" in cmd
     assert master_command("10.1.2.3:7777") == ["mooncake_master", "--rpc_port=7777"]
     unnamed = plan_decode(seed, b, glm5(), L3Request("mooncake", role="decode"))
     assert f"--host={HOST_VARIABLE}" in donor_command(unnamed, unnamed.donors[0])

@@ -31,6 +31,7 @@ from xputune.plan.geometry import KVGeometry
 from xputune.topology.model import Nic, Topology
 
 MiB = 1 << 20
+GIB = 1 << 30
 HUGE_PAGE = 2 * MiB
 BACKENDS = ("mooncake", "file")
 PROTOCOLS = ("tcp", "rdma")
@@ -531,7 +532,8 @@ def plan_decode(
     for i, (nic, room) in enumerate(zip(nics, spare, strict=True)):
         if room <= 0:
             continue
-        share = wanted * room // total_spare // GB * GB
+        # whole GiB: mooncake_client reads its --global_segment_size "NGB" as N x 2^30 bytes
+        share = wanted * room // total_spare // GIB * GIB
         if share < MIN_SEGMENT_PER_RANK:
             continue
         node = topo.node(nic.numa_node) if nic.numa_node is not None else None
@@ -592,7 +594,7 @@ def donor_command(plan: L3Plan, donor: Donor) -> list[str]:
         f"--master_server_address={req.master or f'127.0.0.1:{MASTER_PORT}'}",
         f"--metadata_server={req.metadata_server}",
         f"--protocol={plan.protocol}",
-        f"--global_segment_size={donor.segment_bytes // GB}GB",
+        f"--global_segment_size={donor.segment_bytes // GIB}GB",  # Mooncake's GB is 2^30
         f"--host={hostname}",
         f"--port={donor.port}",
     ]
