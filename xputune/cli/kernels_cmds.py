@@ -281,7 +281,7 @@ def bench_copy_cmd(
     --repeats; the ratio is the median of back-to-back pairs, robust to a busy machine.
 
     Example (the targets, one thread: layer_first, one layer of 32K MLA tokens, >= 0.97 of
-    memcpy; page_first >= 0.7):
+    memcpy; page_first >= 0.9):
 
         xputune bench copy --tokens 32768 --layers 1 --item-size 1152 --threads 1
     """
