@@ -10,9 +10,9 @@ value with a warning is the caller's policy, not the parser's (see host/facts.py
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from xputune.errors import HostDataError
+from xputune.tuples import NamedTuple
 
 #: What surrounds a value: whitespace, and the NUL that older kernels left after the newline.
 _PADDING = " \t\r\n\0"
