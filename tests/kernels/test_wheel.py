@@ -13,37 +13,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.wheel import copy_tree, run
 from xputune.kernels import native
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-#: What a wheel is built from (pyproject.toml's sources), copied without caches or libraries.
-TREE = ("pyproject.toml", "setup.py", "README.md", "man", "kernels", "xputune")
 COMPILERS = ("cc", "gcc", "c++", "g++", "clang", "nvcc")
-
-
-def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
-    assert done.returncode == 0, f"{argv}\n{done.stdout}\n{done.stderr}"
-    return done
-
-
-def _copy_tree(dest: Path) -> None:
-    skip = shutil.ignore_patterns("__pycache__", "*.so", "libs", "*.egg-info")
-    for name in TREE:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, symlinks=True, ignore=skip)
-        elif src.exists():
-            shutil.copy2(src, dest / name)
 
 
 def _trace(path: Path) -> None:
@@ -60,8 +42,8 @@ def test_the_installed_wheel_needs_no_compiler(tmp_path: Path) -> None:
     src, dist, venv, home = (tmp_path / n for n in ("src", "dist", "venv", "home"))
     src.mkdir()
     home.mkdir()
-    _copy_tree(src)
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)])
+    copy_tree(src)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(src)])
     (wheel,) = dist.glob("xputune-*.whl")
     assert wheel.name.split("-")[2:4] == ["py3", "none"] and not wheel.name.endswith("-any.whl")
     with zipfile.ZipFile(wheel) as zf:
@@ -74,9 +56,9 @@ def test_the_installed_wheel_needs_no_compiler(tmp_path: Path) -> None:
     }
     assert shipped == wanted  # named for these very sources: the loader will find them
 
-    _run([sys.executable, "-m", "venv", str(venv)])
+    run([sys.executable, "-m", "venv", str(venv)])
     assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)])
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)])
     bare = str(venv / "bin")
     assert not [c for c in COMPILERS if shutil.which(c, path=bare)]
     cache = tmp_path / "cache"
@@ -99,7 +81,7 @@ def test_the_installed_wheel_needs_no_compiler(tmp_path: Path) -> None:
     shown = [f"wheel: {wheel.name} ({', '.join(sorted(shipped))})", f"PATH={bare} (CC unset)"]
     outputs = []
     for argv in runs:
-        done = _run([str(venv / "bin" / argv[0]), *argv[1:]], env=env, cwd=home)
+        done = run([str(venv / "bin" / argv[0]), *argv[1:]], env=env, cwd=home)
         outputs.append(done.stdout)
         shown += [f"$ {' '.join(argv)}", done.stdout.rstrip(), done.stderr.rstrip()]
     print("\n".join(line for line in shown if line))
