@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.host.test_text_span import EDGES, OneFile
+from xputune.host.view import text_span
 from xputune.topology.numa import cpuinfo_fields
 
 HWLOC = Path(__file__).resolve().parents[1] / "data" / "hwloc"
@@ -56,3 +58,12 @@ def _cpuinfos() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("name", "text"), _cpuinfos(), ids=lambda v: v if len(v) < 60 else "")
 def test_every_real_cpuinfo_reads_as_before(name: str, text: str) -> None:
     assert cpuinfo_fields(text) == REFERENCE.findall(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(line, max_size=8), EDGES, EDGES)
+def test_a_span_reads_as_the_text_read_text_gives(lines, head, tail) -> None:
+    """The probe decodes cpuinfo once and reads the span read_text would keep: no copy."""
+    text = head + "\n".join(lines) + tail
+    kept = OneFile(text.encode()).read_text("/proc/cpuinfo")
+    assert cpuinfo_fields(text, *text_span(text)) == cpuinfo_fields(kept)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from xputune.devices.info import VendorInfo
 from xputune.devices.libpath import (
@@ -27,7 +26,10 @@ from xputune.devices.libpath import (
 from xputune.errors import XputuneError
 from xputune.tuples import NamedTuple
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
 if TYPE_CHECKING:
+    from typing import Any
+
     from xputune.topology.model import Topology
 
 

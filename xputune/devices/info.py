@@ -6,9 +6,11 @@ probe and its JSON see only this record, so a third vendor adds a provider, not 
 
 from __future__ import annotations
 
-from typing import Any
-
 from xputune.tuples import NamedTuple
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class VendorInfo(NamedTuple):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING
 
 from xputune.devices.enrich import LINK_SOURCES
 from xputune.devices.libpath import SWITCH_ENV
@@ -29,6 +28,7 @@ from xputune.errors import HostError
 from xputune.topology.serialize import PCIE_ONLY
 from xputune.tuples import NamedTuple
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
 if TYPE_CHECKING:
     from xputune.devices.enrich import Enrichment
     from xputune.devices.xpusmi.links import Matrix

@@ -19,11 +19,11 @@ import io
 import os
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from xputune.errors import HostError, XputuneError
 from xputune.tuples import NamedTuple
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
 if TYPE_CHECKING:
     from xputune.host import HostView
     from xputune.topology.model import Topology

@@ -10,12 +10,15 @@ people who check recordings.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
 
 from xputune.errors import HostDataError, HostError, RootEscapeError, SymlinkLoopError
 from xputune.host.view import HostView
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 #: Errors that mean the tree itself cannot be trusted: never turned into a warning.
 FATAL = (RootEscapeError, SymlinkLoopError)
@@ -41,8 +44,15 @@ class Reader:
 
     def text(self, path: str, *, required: bool = False) -> str | None:
         """The file's text, or None when absent (noted when `required`) or unreadable (noted)."""
+        return self._read(path, required, self.view.read_text)
+
+    def data(self, path: str, *, required: bool = False) -> bytes | None:
+        """The file's bytes, or None as text() says it (a reader that decodes them itself)."""
+        return self._read(path, required, self.view.read_bytes)
+
+    def _read(self, path: str, required: bool, read: Callable[[str], T]) -> T | None:
         try:
-            return self.view.read_text(path)
+            return read(path)
         except FileNotFoundError:
             if required:
                 self.odd(path, None, "expected the kernel to provide it")

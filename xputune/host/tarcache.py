@@ -21,7 +21,6 @@ import marshal
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 
 from xputune.errors import RecordingError
 from xputune.host import usercache
@@ -37,7 +36,11 @@ except ImportError:  # a Python built without its own BLAKE2
 FORMAT = 4
 KIND = "recordings"
 
-Index = TypeVar("Index")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    Index = TypeVar("Index")
 
 
 def index(

@@ -16,9 +16,12 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from xputune.errors import RecordingError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
+if TYPE_CHECKING:
+    from typing import Any
 
 BLOCK = 512
 MiB = 1 << 20

@@ -53,6 +53,26 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | _NOFOLLOW
 _NUL_AND_SPACE = "\0 \t\n\r\x0b\x0c"
 
 
+def text_span(text: str) -> tuple[int, int]:
+    """(start, end): read_text keeps text[start:end] of a file that decodes to `text`.
+
+    For a reader that must not copy a large text twice more (strip() of a 370 KB cpuinfo
+    copies it, every time it ends in a newline): the same cut, whitespace as str.strip()
+    sees it, then the trailing NULs of old kernels and what lies around them.
+    """
+    start, end = 0, len(text)
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end > start and text[end - 1] == "\0":
+        while end > start and text[end - 1] in _NUL_AND_SPACE:
+            end -= 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+    return start, end
+
+
 def read_cap(path: str) -> int:
     """The most bytes a read of host path `path` may return."""
     for prefix, cap in READ_CAPS:
@@ -230,7 +250,7 @@ class DirView(HostView):
         #: node without opening it, and know the file it opens is the one it resolved; and
         #: the targets of the links met. Many host paths lead to one real path (through
         #: /sys/bus/pci/devices, /sys/class/net, ...): each real one is looked at once.
-        self._stats: dict[str, os.stat_result] = {}
+        self._stats: dict[str, tuple[int, int, int]] = {}  # (st_mode, st_ino, st_dev)
         self._links: dict[str, str] = {}
 
     def _fs(self, host_path: str) -> str:
@@ -311,7 +331,7 @@ class DirView(HostView):
             except (FileNotFoundError, NotADirectoryError):
                 raise FileNotFoundError(errno.ENOENT, "no such file", original) from None
             if not stat.S_ISLNK(st.st_mode):
-                self._stats[candidate] = st
+                self._stats[candidate] = (st.st_mode, st.st_ino, st.st_dev)  # not all 20 fields
                 return candidate
             try:
                 target = os.readlink(self.root + candidate)
@@ -338,7 +358,7 @@ class DirView(HostView):
         """Refuse what lstat saw was not a regular file before opening it: opening a device
         node can itself act (a tape rewinds, a tty becomes ours)."""
         seen = self._stats.get(real)
-        if seen is None or stat.S_ISREG(mode := seen.st_mode):
+        if seen is None or stat.S_ISREG(mode := seen[0]):
             return
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", real)
@@ -555,7 +575,7 @@ class DirView(HostView):
         if self.live:
             return fd, st
         seen = self._stats.get(real)
-        if seen is not None and st.st_ino == seen.st_ino and st.st_dev == seen.st_dev:
+        if seen is not None and st.st_ino == seen[1] and st.st_dev == seen[2]:
             return fd, st
         try:
             opened = os.readlink(f"/proc/self/fd/{fd}")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from xputune.host.values import format_cpulist
 from xputune.topology.model import RELATION_HELP, Link, Ordering, Topology
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_VERSION = 1
 PCIE_ONLY = "PCIe (sysfs)"  # what the relation matrix is made of without a vendor source
