@@ -1,10 +1,10 @@
 """Cold start-up of `xputune probe --format json` against the native `lstopo --input` binary.
 
-DESIGN target: a whole probe process of an 8-card tree within 2x of the native lstopo reading
-the same tree, from a directory and from the bundled recording (--example), with a bare
-`python -c pass` beside them as the floor no Python command can go under. All run as fresh
-processes, interleaved, so machine noise hits them alike; what counts is each round's ratio to
-lstopo in the same round (min / median / max over the rounds).
+Target (docs/benchmarks.md): a whole probe process of an 8-card tree within 2x of the native
+lstopo reading the same tree, from a directory and from the bundled recording (--example),
+with a bare `python -c pass` beside them as the floor no Python command can go under. All run
+as fresh processes, interleaved, so machine noise hits them alike; what counts is each round's
+ratio to lstopo in the same round (min / median / max over the rounds).
 
     python tests/bench/bench_probe.py [--runs 30] [--root DIR] [--lstopo PATH]
                                       [--install editable|wheel|both] [--venv DIR]

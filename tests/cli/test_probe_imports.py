@@ -1,4 +1,4 @@
-"""What the probe's start-up no longer pays for stays out (issue 23, item 6; figures from
+"""What the probe's start-up no longer pays for stays out (figures from
 tests/bench/bench_probe.py): hashlib loads OpenSSL (~3 ms), pathlib brings urllib and
 ipaddress (~4 ms), dataclasses and inspect compile source, and typing (160 KB of bytecode)
 is for type checkers; its modules import none of them."""
