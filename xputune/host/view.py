@@ -252,6 +252,9 @@ class DirView(HostView):
         #: /sys/bus/pci/devices, /sys/class/net, ...): each real one is looked at once.
         self._stats: dict[str, tuple[int, int, int]] = {}  # (st_mode, st_ino, st_dev)
         self._links: dict[str, str] = {}
+        #: (real path, st_mode) of the last lstat of the realpath call under way, so that
+        #: exists() and is_dir() right after resolving a path do not lstat it again.
+        self._fresh: tuple[str, int] | None = None
 
     def _fs(self, host_path: str) -> str:
         return host_path if self.live else self.root + host_path
@@ -259,6 +262,7 @@ class DirView(HostView):
     def _realpath(self, path: str) -> str:
         if not path.startswith("/"):
             raise HostError(f"host paths are absolute, got {path!r}")
+        self._fresh = None
         cached = self._real_cache.get(path)
         if cached is not None:
             return cached
@@ -284,6 +288,7 @@ class DirView(HostView):
         Each prefix is resolved once and remembered, so the attributes of one device cost one
         lstat each instead of one per path component.
         """
+        self._fresh = None  # only what this call lstats counts as fresh
         return self._resolve(path.rstrip("/") or "/", path, [0])
 
     def _resolve(self, path: str, original: str, hops: list[int]) -> str:
@@ -332,6 +337,7 @@ class DirView(HostView):
                 raise FileNotFoundError(errno.ENOENT, "no such file", original) from None
             if not stat.S_ISLNK(st.st_mode):
                 self._stats[candidate] = (st.st_mode, st.st_ino, st.st_dev)  # not all 20 fields
+                self._fresh = (candidate, st.st_mode)
                 return candidate
             try:
                 target = os.readlink(self.root + candidate)
@@ -394,13 +400,17 @@ class DirView(HostView):
         return os.listdir(self._fs(real))
 
     def _kind(self, real: str) -> str | None:
-        try:
-            st = os.lstat(self._fs(real))
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        if stat.S_ISDIR(st.st_mode):
+        fresh, self._fresh = self._fresh, None
+        if fresh is not None and fresh[0] == real:  # lstat'd by the realpath just made
+            mode = fresh[1]
+        else:
+            try:
+                mode = os.lstat(self._fs(real)).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        if stat.S_ISDIR(mode):
             return "dir"
-        if stat.S_ISLNK(st.st_mode):
+        if stat.S_ISLNK(mode):
             return "link"
         return "file"
 
