@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,16 +40,11 @@ sys.path.insert(0, str(ROOT))
 SLICE = ROOT / "tests" / "data" / "traces" / "mooncake-conversation-1171-1570.jsonl"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_stand_in(folder: str, base_ms: float) -> tuple[subprocess.Popen, str]:
     from tests.measure.fakesglang import write_model
+    from xputune.measure.ports import server_port
 
-    port = _free_port()
+    port = server_port()
     model = write_model(os.path.join(folder, "model"))
     code = "import sys; from tests.measure.fakesglang import main; main(sys.argv[1:])"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAKE_SGLANG_BASE_MS": str(base_ms)}

@@ -14,7 +14,6 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xputune.measure.ports import server_port
+
 REPO = Path(__file__).resolve().parents[2]
 STANDIN_SITE = Path(__file__).resolve().parent / "standin_site"
 START_TIMEOUT = float(os.environ.get("XPUTUNE_SERVER_START_TIMEOUT", "240"))
@@ -32,12 +33,6 @@ DEVICE = os.environ.get("XPUTUNE_SERVER_DEVICE", "cpu")  # tests/gpu/run_device_
 # Extra `xputune launch sglang` options (the GPU script passes --force: a lent GPU box is not
 # tuned to the card profile, and the lane tests the cache, not the host settings).
 LAUNCH_ARGS = os.environ.get("XPUTUNE_SERVER_LAUNCH_ARGS", "").split()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ServerFailed(AssertionError):
@@ -110,7 +105,7 @@ class Server:
     def start(self) -> Server:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "standins").mkdir(exist_ok=True)
-        self.port = self.port or free_port()
+        self.port = self.port or server_port()
         self.semaphores_before = _mp_semaphores()
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from tests.server import scenarios
-from tests.server.server import Server, free_port
+from tests.server.server import Server
+from xputune.measure.ports import server_port
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -52,12 +53,12 @@ def mooncake_master(workdir: Path):
     import mooncake
 
     binary = Path(mooncake.__file__).parent / "mooncake_master"
-    port = free_port()
+    port = server_port()
     workdir.mkdir(parents=True, exist_ok=True)
     with open(workdir / "master.log", "wb") as log:
         proc = subprocess.Popen(
             [str(binary), f"--rpc_port={port}", "--rpc_address=127.0.0.1",
-             f"--metrics_port={free_port()}", "--metrics_host=127.0.0.1"],
+             f"--metrics_port={server_port()}", "--metrics_host=127.0.0.1"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip

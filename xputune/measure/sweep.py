@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from xputune.errors import XputuneError
 from xputune.measure.client import Endpoint
+from xputune.measure.ports import server_port
 from xputune.measure.serverproc import (
     LaunchFailed,
     Server,
@@ -231,13 +231,6 @@ class Progress:
     def done(self, step: Step) -> None: ...
 
 
-def _free_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def check_args(sglang_args: list[str]) -> None:
     """Refuse ARGS that would fight the sweep over what it sets per step."""
     from xputune.launch.sglang import user_value
@@ -281,7 +274,7 @@ def run_sweep(
     try:
         for i, size in enumerate(plan):
             label = "baseline" if size is None else size.label
-            port = int(given_port[0]) if given_port else _free_port(host)
+            port = int(given_port[0]) if given_port else server_port(host)
             args = [*sglang_args, *extra, *([] if given_port else ["--port", str(port)])]
             step = Step(label, size, os.path.join(logs, f"{i + 1}-{label}.log"))
             result.steps.append(step)
