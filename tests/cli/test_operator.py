@@ -143,6 +143,18 @@ def test_help_is_plain_text_that_cuts_nothing(run_cli, monkeypatch) -> None:
     assert "Exit status:" in out and "XPUTUNE_HICACHE_LIFO" in out
 
 
+def test_every_command_list_says_whole_sentences(run_cli) -> None:
+    """The command lists of `xputune --help` and of each group show a docstring's whole first
+    paragraph, not its first wrapped line (status's once stopped at "the boot and watch")."""
+    pages = [run_cli("--help")[1]]
+    pages += [run_cli(group, "--help")[1] for group in ("kernels", "bench", "launch", "fleet")]
+    blocks = [page.split("Commands:\n")[1].split("\n\n")[0] for page in pages]
+    entries = [e for block in blocks for e in re.split(r"^  (?=\S)", block, flags=re.M) if e]
+    assert len(entries) > 25
+    for entry in entries:
+        assert " ".join(entry.split()).endswith((".", "?")), entry
+
+
 def test_console_script_usage_error(tmp_path: Path) -> None:
     """The installed entry point: one line on stderr, exit 2, no traceback."""
     done = subprocess.run(

@@ -131,8 +131,13 @@ def command_help(cmd: Command) -> str:
     return "\n".join(out) + "\n"
 
 
+def summary(doc: str) -> str:
+    """A help text's first paragraph on one line, however many lines it was wrapped over."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
 def _summary(cmd: Command) -> str:
-    return (_doc(cmd).strip().splitlines() or [""])[0]
+    return summary(_doc(cmd))
 
 
 def group_help(group: str) -> str:

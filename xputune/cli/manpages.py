@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from xputune import __version__
+from xputune.cli.helptext import summary
 
 DATE = "2026"  # fixed so that regenerating gives identical bytes
 
@@ -49,11 +50,10 @@ def _walk(command, path: list[str]):
 def _page(path: list[str], command) -> str:
     title = "-".join(path)
     help_text = (command.help or "").strip()
-    summary = help_text.splitlines()[0] if help_text else ""
     out = [
         f'.TH "{title.upper()}" 1 "{DATE}" "xputune {__version__}" "xputune manual"',
         ".SH NAME",
-        f"{title} \\- {_esc(summary)}",
+        f"{title} \\- {_esc(summary(help_text))}",
         ".SH SYNOPSIS",
         f".B {' '.join(path)}",
         "[\\fIOPTIONS\\fR]" + (" \\fICOMMAND\\fR" if getattr(command, "commands", None) else ""),
