@@ -78,10 +78,8 @@ def _render(data: dict[str, Any]) -> None:
         add_row(table, unit["name"], unit["role"], "yes" if unit["present"] else "no",
                 "yes" if unit["enabled"] else "no", runs)  # fmt: skip
     print_fitted(out, table)
-    watch = data["watch"]
-    if watch:
-        out.print(text("watch: " + ", ".join(f"{k} {v}" for k, v in watch.items()
-                                             if not isinstance(v, (dict, list)))))  # fmt: skip
+    if data["watch"]:
+        out.print(text(_watch_line(data["watch"])))
     drift = data["drift"]
     if drift["rows"] is None:
         out.print(text(f"drift: {drift['note'] or 'not checked'}"))
@@ -99,3 +97,24 @@ def _render(data: dict[str, Any]) -> None:
     if not is_quiet():
         for warning in data["warnings"]:
             out.print(text(f"warning: {warning}", "yellow"))
+
+
+#: What a watch's profile source means, as its state file names it.
+_HELD_FROM = {"flags": "given to it", "journal": "the last apply's", "none": "none: reports only"}
+
+
+def _watch_line(w: dict[str, Any]) -> str:
+    """The watch agent in one sentence: running or not, what it holds, how its passes went."""
+    running = f"running (pid {w['running_pid']})" if w["running_pid"] else "not running"
+    held = _HELD_FROM.get(w["source"] or "", w["source"] or "unknown")
+    line = (
+        f"watch: {running}; last pass {w['last_pass'] or 'never'} ({w['passes']} pass(es), "
+        f"{w['errors']} with errors), holding {w['profile'] or 'nothing'} ({held})"
+    )
+    if w["paused"]:
+        line += "; paused"
+    last = w["last_apply"]
+    if last:
+        outcome = f"{last['changes']} change(s)" if last["success"] else f"failed: {last['error']}"
+        line += f"; last re-apply {last['time']}: {outcome}"
+    return line

@@ -164,19 +164,21 @@ def apply_cmd(
         return _apply_status(result)
     from rich.text import Text
 
-    from xputune.cli.output import text
+    from xputune.cli.output import is_quiet, text
 
     out = console()
-    out.print(text(profile_line(selection)))
+    quiet = is_quiet()  # the summary line only; a dry run's diff is its result, kept
+    if not quiet:
+        out.print(text(profile_line(selection)))
     if not result.changes:
         out.print("[green]nothing to change: every setting already holds[/green]")
-    else:
+    elif result.dry_run or not quiet:
         header = f"profile {selection.profile.name}"
         if set(selection.wants) != set(selection.profile.knobs):
             header += f" ({', '.join(selection.wants)} only)"
         for line, style in _diff_lines(result.changes, header):
             out.print(text(line, style), soft_wrap=True)
-    for warning in result.warnings:
+    for warning in [] if quiet else result.warnings:
         out.print(Text.assemble(("warning:", "yellow"), text(f" {warning}")), soft_wrap=True)
     if result.dry_run:
         out.print(f"dry run: {len(result.changes)} change(s) planned, nothing written")
@@ -231,18 +233,19 @@ def rollback_cmd(
         return status
     from rich.text import Text
 
-    from xputune.cli.output import text
+    from xputune.cli.output import is_quiet, text
 
     out = console()
+    quiet = is_quiet()  # the summary line only; a dry run's table is its result, kept
     if not result.transactions:
         out.print("nothing to roll back: no journaled changes on this host")
         return status
-    for warning in result.warnings:
+    for warning in [] if quiet else result.warnings:
         out.print(Text.assemble(("warning:", "yellow"), text(f" {warning}")), soft_wrap=True)
     if dry_run:
         _render_pending(out, result)
         return status
-    for r in result.restored:
+    for r in [] if quiet else result.restored:
         shown = r.step.original_text or repr(r.step.original)
         out.print(text(f"restored {r.step.knob} {r.step.label}: {shown}"), soft_wrap=True)
     out.print(
@@ -252,19 +255,38 @@ def rollback_cmd(
     return status
 
 
+#: What a pending row needs beside knob and place: now and original, borders, padding.
+_PENDING_OTHER_COLUMNS = 12 + 12 + 5 + 4 * 2
+
+
 def _render_pending(out: Any, result: Any) -> None:
-    """What a rollback would restore, newest first: the value now and the original."""
+    """What a rollback would restore, newest first: the value now and the original. Knob and
+    place are typed back: a table when they fit on one line beside the rest, else two lines
+    a step (as check prints its rows), never cut."""
     from xputune.cli.output import ID, TEXT, add_row, new_table, print_fitted, text
 
-    table = new_table(
-        "would restore", [("knob", ID), ("where", TEXT), ("now", TEXT), ("original", TEXT)]
-    )
-    changing = 0
+    rows = []
     for p in result.pending:
         now = p.now_text if p.unreadable is None else f"unknown ({p.unreadable})"
-        add_row(table, p.step.knob, p.step.label, now, p.original_text)
-        changing += bool(p.changes)
-    print_fitted(out, table)
+        rows.append((p.step.knob, p.step.label, now, p.original_text))
+    knob = max((len(r[0]) for r in rows), default=0)
+    where = max((len(r[1]) for r in rows), default=0)
+    if knob + where + _PENDING_OTHER_COLUMNS <= out.width:
+        table = new_table(
+            "would restore", [("knob", ID), ("where", ID), ("now", TEXT), ("original", TEXT)]
+        )
+        for row in rows:
+            add_row(table, *row)
+        print_fitted(out, table, keys=2)
+    else:
+        out.print("would restore:", style="bold")
+        for knob_name, place, now, original in rows:
+            out.print(text(f"{knob_name}  {place}"), soft_wrap=True)
+            out.print(
+                text("  now ").append(text(now)).append(", original ").append(text(original)),
+                soft_wrap=True,
+            )
+    changing = sum(bool(p.changes) for p in result.pending)
     out.print(
         text(
             f"dry run: {len(result.pending)} step(s) of {result.transactions} apply(s) would be "

@@ -542,7 +542,7 @@ def run(
             interval=None if once else _seconds(config.interval),
             pid=os.getpid(),
             profile=config.profile,
-            holds=FROM_FLAGS if config.explicit else "the last apply's (journal)",
+            holds=FROM_FLAGS if config.explicit else "the last apply's (journal), else nothing",
             mode="dry-run" if config.dry_run else None,
         )
         first = watcher.run_pass([Event("start")])
