@@ -202,6 +202,10 @@ def test_a_sweep_table_on_a_pipe(run_cli, stand_in) -> None:
     assert "hit rate by tier per L2 size: measured (predicted)" in flat
     assert "latency, net benefit against the baseline, and time per step" in flat
     assert "sweep took" in flat and err == ""
+    # paths are typed back: the trace's and the logs' stay whole on their line at 80 columns
+    logs = next(line for line in out.splitlines() if line.startswith("server logs in "))
+    assert os.path.isdir(logs.removeprefix("server logs in ")), logs
+    assert any(SLICE in line for line in out.splitlines())
 
 
 def test_ctrl_c_stops_the_server_and_reports_what_ran(run_cli, stand_in) -> None:

@@ -343,7 +343,7 @@ def _render_replay(data: dict[str, Any]) -> None:
     c = console()
     m = data["measured"]
     run = data["run"]
-    c.print(text(_trace_line(data["trace"])))
+    c.print(text(_trace_line(data["trace"])), soft_wrap=True)  # a path: never folded
     c.print(text(_server_line(data["server"])))
     req = m["requests"]
     stop = {"done": "", "duration": " (stopped by --duration)", "interrupted": " (interrupted)"}
@@ -522,9 +522,10 @@ def _render_sweep(data: dict[str, Any]) -> None:
 
     c = console()
     if data["trace"]:
-        c.print(text(_trace_line(data["trace"])))
+        c.print(text(_trace_line(data["trace"])), soft_wrap=True)  # a path: never folded
     if data["load"]:
-        c.print(text(f"load: {_load_line(data['load'])}; server logs in {data['logs']}"))
+        c.print(text(f"load: {_load_line(data['load'])}"))
+        c.print(text(f"server logs in {data['logs']}"), soft_wrap=True)
     hits = new_table(
         "hit rate by tier per L2 size: measured (predicted)",
         ["size", "L1 tokens", "L2 tokens", "device", "host", "total"],

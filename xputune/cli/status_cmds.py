@@ -54,7 +54,7 @@ def _render(data: dict[str, Any]) -> None:
     applied = data["applied"]
     if applied is None:
         where = data["state_dir"] or "no state folder"
-        out.print(text(f"no profile applied on {data['host']} ({where})"))
+        out.print(text(f"no profile applied on {data['host']} ({where})"), soft_wrap=True)
     else:
         args = " ".join(applied["args"]) or "(the recommended profile)"
         out.print(
