@@ -10,7 +10,7 @@ import pytest
 from tests.tune import helpers
 from xputune.host.view import DirView
 from xputune.tune.errors import JournalError
-from xputune.tune.journal import APPLIED, IN_PROGRESS, Journal, Step
+from xputune.tune.journal import APPLIED, IN_PROGRESS, ROLLED_BACK, Journal, Step
 from xputune.tune.state import atomic_write
 
 
@@ -38,6 +38,24 @@ def test_a_transaction_reaches_disk_with_its_first_step(tmp_path):
     assert again.transactions[0].steps[0].original == 1
     journal.finish(txn, APPLIED)
     assert Journal(str(tmp_path)).active()[0].state == APPLIED
+
+
+def test_journals_archived_within_one_second_are_all_kept(tmp_path):
+    """One process (a watch re-applying, or rolled back twice) can archive twice a second:
+    each journal gets its own history file, none replaces another."""
+    for n in range(3):
+        journal = Journal(str(tmp_path))
+        txn = journal.begin("p", ["apply"], "host")
+        journal.record(txn, Step(1, "k", "sysctl-int", {"path": "/x"}, "/x", n, 0))
+        journal.finish(txn, ROLLED_BACK)
+        assert journal.archive() is not None
+    kept = sorted(os.listdir(tmp_path / "history"))
+    assert len(kept) == 3, kept
+    originals = set()
+    for name in kept:
+        text = (tmp_path / "history" / name).read_text()
+        originals |= {n for n in range(3) if f'"original": {n},' in text}
+    assert originals == {0, 1, 2}
 
 
 def test_empty_transactions_leave_no_journal(tmp_path):

@@ -270,6 +270,7 @@ class Journal:
             try:
                 if stat.S_IMODE(os.fstat(hist_fd).st_mode) != 0o700:
                     os.fchmod(hist_fd, 0o700)
+                name = _unused_name(hist_fd, name)
                 os.replace(JOURNAL, name, src_dir_fd=dir_fd, dst_dir_fd=hist_fd)
                 os.fsync(hist_fd)
             finally:
@@ -284,6 +285,20 @@ class Journal:
             os.close(dir_fd)
         self.transactions = []
         return os.path.join(self.folder, HISTORY, name)
+
+
+def _unused_name(dir_fd: int, name: str) -> str:
+    """NAME, or NAME with -2, -3, ... before .json when taken: one process (a watch) can
+    archive twice within a second, and a history file is never replaced. The state lock
+    is held, so nobody else names one meanwhile."""
+    stem, n = name.removesuffix(".json"), 1
+    while True:
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return name
+        n += 1
+        name = f"{stem}-{n}.json"
 
 
 def mark_rolled_back(folder: str, when: float | None = None) -> None:
