@@ -131,6 +131,25 @@ def test_a_directory_swapped_after_resolving_is_refused_not_followed(sysfs_like,
     assert not any(b"\xff" in p.read_bytes() for p in target.rglob("config"))
 
 
+@pytest.mark.parametrize("checked", [False, True])
+def test_a_swap_while_resolving_fools_only_an_unchecked_read(sysfs_like, checked):
+    """The folder is known (resolved before) and swapped before the file in it is first
+    resolved: lstat of the file follows the swapped-in link, so the inode the read would be
+    checked against is the copy's. A probe may read the copy (nothing is written from it);
+    apply and rollback, which decide and verify writes by reads, check every read by name."""
+    root, outside = sysfs_like
+    view = DirView(str(root))
+    view.realpath("/sys/devices/pci0000:00/0000:00:01.0")  # known while the tree was whole
+    (outside / "config").write_bytes(b"\x07" * 64)  # the copy differs from the tree
+    _swap(root / "sys/devices/pci0000:00/0000:00:01.0", outside)
+    if checked:
+        view.check_every_read()
+        with pytest.raises(HostError, match="moved while being opened"):
+            view.read_bytes("/sys/devices/pci0000:00/0000:00:01.0/config")
+    else:
+        assert view.read_bytes("/sys/devices/pci0000:00/0000:00:01.0/config") == b"\x07" * 64
+
+
 def test_the_value_itself_swapped_for_a_link_is_refused(sysfs_like):
     root, outside = sysfs_like
     view = DirView(str(root))

@@ -232,6 +232,12 @@ class HostView(ABC):
     def writable(self) -> bool:
         return False
 
+    def check_every_read(self) -> None:
+        """From now on, check every read against a swap (apply and rollback call it): what
+        they read decides what they write and whether a write took. A backend nobody else
+        can change (a recording) needs nothing."""
+        return None
+
     def read_only_error(self) -> HostError:
         """Why nothing can be written here, with what to do instead (TarView says how)."""
         return HostError(f"{self.label} is read-only")
@@ -252,6 +258,9 @@ class DirView(HostView):
         #: /sys/bus/pci/devices, /sys/class/net, ...): each real one is looked at once.
         self._stats: dict[str, tuple[int, int, int]] = {}  # (st_mode, st_ino, st_dev)
         self._links: dict[str, str] = {}
+        #: Every read of a non-live tree checked by the kernel's name for its descriptor, not
+        #: by the inode its resolution saw (check_every_read).
+        self._checked_reads = False
         #: (real path, st_mode) of the last lstat of the realpath call under way, so that
         #: exists() and is_dir() right after resolving a path do not lstat it again.
         self._fresh: tuple[str, int] | None = None
@@ -417,6 +426,9 @@ class DirView(HostView):
     def writable(self) -> bool:
         return True
 
+    def check_every_read(self) -> None:
+        self._checked_reads = True
+
     def write_bytes(self, path: str, data: bytes, offset: int | None = None) -> None:
         """Write through the root; `offset` writes in place (config space), else truncates.
 
@@ -574,6 +586,10 @@ class DirView(HostView):
         not, or was not seen (a file since replaced, as our own writes replace them), the
         kernel's own name for it (/proc/self/fd) must be the path inside the root (+5 ms
         when every read needs it); else one HostError. Without /proc, the walk.
+        That inode is only as good as the lstat that found it, and lstat follows a directory
+        swapped for a symlink in the middle of the path: a rollback under such a race once
+        read the untouched copy outside, took the value for restored and left it changed.
+        So once apply or rollback asks (check_every_read), every read is checked by name.
         """
         path = self._fs(real)
         fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
@@ -584,7 +600,7 @@ class DirView(HostView):
             raise
         if self.live:
             return fd, st
-        seen = self._stats.get(real)
+        seen = None if self._checked_reads else self._stats.get(real)
         if seen is not None and st.st_ino == seen[1] and st.st_dev == seen[2]:
             return fd, st
         try:

@@ -333,6 +333,7 @@ def apply(
 
     preflight.require_writable(view)
     preflight.require_root(view, "xputune watch" if reapply else "xputune apply")
+    view.check_every_read()  # what it reads decides what it writes
     changes = plan(ctx, selection, persist_unit, watch_unit, keep)
     run_preflight(ctx, changes)
     folder = state_dir(view)
@@ -392,6 +393,7 @@ def rollback_host(view: HostView, wait: bool = False, dry_run: bool = False) -> 
         return _rollback_plan(view)
     preflight.require_writable(view)
     preflight.require_root(view, "xputune rollback")
+    view.check_every_read()  # a restore is verified by reading it back
     folder = state_dir(view, create=False)
     if not os.path.isdir(folder):
         return RollbackResult([], None, 0)
