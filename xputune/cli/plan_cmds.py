@@ -515,7 +515,8 @@ def _render_tiers(data: dict[str, Any], chart) -> None:
                 f"trace {t['file']}: {t['requests']:,} requests, {t['accesses']:,} block "
                 f"accesses, {t['distinct_blocks']:,} distinct blocks of {t['block_size']} "
                 f"tokens ({mode})"
-            )
+            ),
+            soft_wrap=True,  # the path is typed back: never folded
         )
         if t["chain_violations"]:
             c.print(
