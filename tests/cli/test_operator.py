@@ -97,6 +97,19 @@ def test_fit_splits_in_column_blocks_repeating_the_key() -> None:
     assert all(f"0000:{i:02x}:00.0" in text for i in range(20))
 
 
+def test_bullets_hang_under_their_first_word() -> None:
+    """A long reason wraps under its own text, not under the dash; data stays data."""
+    from xputune.cli.output import bullets
+
+    buf = io.StringIO()
+    Console(file=buf, width=40, color_system=None).print(
+        bullets(["one two three four five six seven eight nine ten", "[red]x[/red]"])
+    )
+    lines = [line.rstrip() for line in buf.getvalue().splitlines()]
+    assert lines[0].startswith("  - one two") and lines[1].startswith("    ") and lines[1][4] != " "
+    assert lines[-1] == "  - [red]x[/red]"
+
+
 def test_fit_leaves_a_fitting_table_alone() -> None:
     table = new_table("narrow", [("card", ID), "why"])
     table.add_row("xpu0", "a long reason " * 10)

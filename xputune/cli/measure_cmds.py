@@ -338,7 +338,7 @@ def _comparison_table(rows: list[dict[str, Any]], title: str):
 
 
 def _render_replay(data: dict[str, Any]) -> None:
-    from xputune.cli.output import print_fitted, text, text_lines
+    from xputune.cli.output import bullets, print_fitted, text, text_lines
 
     c = console()
     m = data["measured"]
@@ -375,7 +375,7 @@ def _render_replay(data: dict[str, Any]) -> None:
         c.print(text(f"failed {err['count']}x: {err['error']}", "yellow"))
     if data["notes"]:
         c.print("why the measurement can differ from the prediction:")
-        c.print(text_lines(f"  - {n}" for n in data["notes"]))
+        c.print(bullets(data["notes"]))
 
 
 # ---------------------------------------------------------------------------------- sweep
@@ -518,7 +518,7 @@ def sweep_cmd(
 
 
 def _render_sweep(data: dict[str, Any]) -> None:
-    from xputune.cli.output import new_table, print_fitted, text, text_lines
+    from xputune.cli.output import bullets, new_table, print_fitted, text
 
     c = console()
     if data["trace"]:
@@ -626,4 +626,4 @@ def _render_sweep(data: dict[str, Any]) -> None:
     c.print(text(f"sweep took {data['seconds']:.1f} s"))
     if data["notes"]:
         c.print("why the measurement can differ from the prediction:")
-        c.print(text_lines(f"  - {n}" for n in data["notes"]))
+        c.print(bullets(data["notes"]))

@@ -147,6 +147,19 @@ def text_lines(values: Iterable[object], style: str = "") -> Text:
     return Text("\n".join(printable(str(v)) for v in values), style=style)
 
 
+def bullets(values: Iterable[object], mark: str = "  - ") -> Table:
+    """A list of data, each item after `mark` and wrapped under its own first word (a
+    hanging indent), not under the mark."""
+    from rich.table import Table
+
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for value in values:
+        grid.add_row(mark, text(value))
+    return grid
+
+
 def add_row(table: Table, *cells: Any, **options: Any) -> None:
     """table.add_row with every str cell taken as data (text()): a renderer whose cells are
     all data, or styled Text, adds its rows through this."""

@@ -179,6 +179,7 @@ def differences(
     if workload.block_tokens != workload.trace_block:
         notes.append(
             f"the trace's {workload.trace_block}-token blocks were sent as "
-            f"{workload.block_tokens} tokens each; the prediction uses the same scaled blocks"
+            f"{workload.block_tokens} token{'s' if workload.block_tokens != 1 else ''} each; "
+            "the prediction uses the same scaled blocks"
         )
     return notes
