@@ -1,4 +1,4 @@
-"""The heavy lane: the xputune cache plugin against the real sglang 0.5.20 release, on CPU.
+"""The in-process lane: the xputune cache plugin against the real sglang 0.5.20 release, on CPU.
 
 Every test here is marked `sglang` and skipped (with the reason) when sglang 0.5.20 is not
 installed; `python tests/sglang/install_sglang.py` installs it. What stands in for what:
@@ -8,9 +8,11 @@ installed; `python tests/sglang/install_sglang.py` installs it. What stands in f
     (`unpinned_host_alloc`), unless a test exercises the plugin's own host allocation;
   - torch.distributed: a real one-rank gloo group over an in-memory store (no sockets).
 Everything else is SGLang's own code: HostKVCache, MLATokenToKVPoolHost, MLATokenToKVPool,
-PagedTokenToKVPoolAllocator, ReqToTokenPool, HiCacheController, HiRadixCache, Req, and the
-plugin loader and HookRegistry. The copies between the CPU "device" pool and the host pool run
-through xputune.kernels (the plugin's KERNELS switch), since sgl_kernel's are CUDA-only.
+PagedTokenToKVPoolAllocator, ReqToTokenPool, HiCacheController, UnifiedRadixCache with its
+Python tree core, Req, and the plugin loader and HookRegistry. Newer releases (0.5.23) are
+proven in running servers only (tests/server), each in its own environment. The copies
+between the CPU "device" pool and the host pool run through xputune.kernels (the plugin's
+KERNELS switch), since sgl_kernel's are CUDA-only.
 """
 
 from __future__ import annotations
@@ -69,9 +71,9 @@ def sgl() -> Any:
         from sglang.srt.mem_cache import (
             allocator,
             base_prefix_cache,
-            hiradix_cache,
             memory_pool,
             radix_cache,
+            unified_radix_cache,
         )
         from sglang.srt.mem_cache.pool_host import base as pool_base
         from sglang.srt.mem_cache.pool_host import common as pool_common
@@ -84,7 +86,7 @@ def sgl() -> Any:
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     return types.SimpleNamespace(
         torch=torch, dist=dist, cache_controller=cache_controller, allocator=allocator,
-        base_prefix_cache=base_prefix_cache, hiradix_cache=hiradix_cache,
+        base_prefix_cache=base_prefix_cache, unified_radix_cache=unified_radix_cache,
         memory_pool=memory_pool, radix_cache=radix_cache, pool_base=pool_base,
         pool_common=pool_common, pool_mla=pool_mla, plugins=plugins,
         hook_registry=hook_registry, get_context=get_context, Req=Req,
@@ -104,11 +106,15 @@ def plugin(sgl: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
     missing = object()
     saved: list[tuple[Any, str, Any]] = []
-    for target in xplugin.targets_for(tuple(xplugin.FEATURES)):
-        owner_path, _, attr = target.path.rpartition(".")
+    paths = {t.path for m in xplugin.FEATURES.values() for s in m.SHAPES for t in s.targets}
+    for path in sorted(paths | {t.path for t in xplugin.live.TARGETS}):
+        owner_path, _, attr = path.rpartition(".")
         if not owner_path.startswith("sglang."):
             continue
-        owner = resolve(owner_path)
+        try:
+            owner = resolve(owner_path)
+        except (ImportError, AttributeError):
+            continue  # a target of another release's shape
         saved.append((owner, attr, vars(owner).get(attr, missing)))
     registry = sgl.hook_registry.HookRegistry
     registry.reset()

@@ -256,11 +256,12 @@ def test_jit_paths_are_switched_off_where_sglang_would_take_them(
     ("layout", "io"), [("page_first", "kernel"), ("page_first_direct", "direct"),
                        ("layer_first", "direct")],
 )  # fmt: skip
-def test_hiradix_write_through_backs_up_in_each_layout(
+def test_the_servers_cache_backs_up_in_each_layout(
     sgl: Any, plugin: Any, layout: str, io: str
 ) -> None:
-    """SGLang's HiRadixCache and HiCacheController (write_through_selective: one request's
-    double count triggers the backup) copy into the host pool through xputune's operator."""
+    """The cache a server builds (UnifiedRadixCache with HiCacheController;
+    write_through_selective: one request's double count triggers the backup) copies into the
+    host pool through xputune's operator."""
     from tests.sglang.world import World
 
     override = sgl.get_context().override_server_args(
@@ -278,8 +279,9 @@ def test_hiradix_write_through_backs_up_in_each_layout(
         w.drain_writes()
         node = w.node_for(prompt)
         assert node.backuped
+        on_device, on_host = w.slots(node)
         for layer in range(LAYERS):
-            for h, d in zip(node.host_value.tolist(), node.value.tolist(), strict=True):
+            for h, d in zip(on_host.tolist(), on_device.tolist(), strict=True):
                 (got,) = _host_token(w.host, "mla", layer, h)
                 assert w.sglang_equal(got, w.kv.kv_buffer[layer][d]), (layer, h)
         backup = CALLS[("mla", layout, io)][1]

@@ -1,4 +1,5 @@
-"""The smallest real SGLang cache stack on CPU: device pool, allocator, host pool, HiRadixCache.
+"""The smallest real SGLang cache stack on CPU: device pool, allocator, host pool, and the cache
+a server builds (UnifiedRadixCache with HiCache attached, as mem_cache/registry.py does).
 
 The scheduler steps a prefill goes through are replayed with SGLang's own objects (Req,
 ReqToTokenPool, PagedTokenToKVPoolAllocator): match the prefix, lock it, allocate the new
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from array import array
 from typing import Any
+
+from xputune.sglang import live
 
 PAGE = 4
 LAYERS = 2
@@ -31,7 +34,7 @@ def host_pool(sgl: Any, dev: Any, ratio: float = 2.0, pin_memory: bool = False) 
 
 
 class World:
-    """A real HiRadixCache over a CPU MLA pool of `size` device slots."""
+    """A real UnifiedRadixCache with HiCache over a CPU MLA pool of `size` device slots."""
 
     def __init__(self, sgl: Any, server_args: Any, size: int = 64) -> None:
         self.sgl = sgl
@@ -51,9 +54,13 @@ class World:
             token_to_kv_pool_allocator=self.allocator, page_size=PAGE,
             tp_cache_group=sgl.dist.group.WORLD,
         )  # fmt: skip
-        self.cache = sgl.hiradix_cache.HiRadixCache(params, server_args)
-        self.host = self.cache.token_to_kv_pool_host
+        from sglang.srt.mem_cache.unified_cache.components import ComponentType
+
+        params.tree_components = (ComponentType.FULL,)
+        self.cache = sgl.unified_radix_cache.UnifiedRadixCache(params)
+        self.cache.init_hicache(server_args, params)
         self.controller = self.cache.cache_controller
+        self.host = live.host_pool_of(self.cache)
 
     def new_req(self, rid: str, tokens: list[int]) -> Any:
         return self.sgl.Req(rid, "", array("q", tokens), self.sgl.SamplingParams())
@@ -126,10 +133,19 @@ class World:
     def sglang_equal(self, a: Any, b: Any) -> bool:
         return bool(self.sgl.torch.equal(a, b))
 
+    @staticmethod
+    def slots(node: Any) -> tuple[Any, Any]:
+        """(device slots, host slots) of a node's full KV (None where it has none)."""
+        from sglang.srt.mem_cache.unified_cache.components import ComponentType
+
+        data = node.component_data[ComponentType.FULL]
+        return data.value, data.host_value
+
     def host_copy_matches(self, node: Any) -> bool:
         """The real copy: in every layer, the node's host KV equals the device KV it backs up."""
         host, device = self.host.kv_buffer, self.kv.kv_buffer
+        on_device, on_host = self.slots(node)
         return all(
-            self.sglang_equal(host[layer][node.host_value], device[layer][node.value])
+            self.sglang_equal(host[layer][on_host], device[layer][on_device])
             for layer in range(LAYERS)
         )

@@ -3,7 +3,7 @@
 MLA host KV is a replicated latent: every TP rank holds bit-identical data, so at TP 8 a
 per-rank pool keeps 8 copies (1/8 of the nominal L2 capacity) and moves 8x the D2H traffic.
 Here TP rank 0 creates one buffer, every rank maps it MAP_SHARED, and only rank 0 writes KV
-into it; all ranks read with the same indices, which holds because HiRadixCache all-reduces its
+into it; all ranks read with the same indices, which holds because SGLang's HiCache all-reduces its
 acks, so the tree and the host allocator evolve identically on every rank.
 
 The buffer holds users' prompts and never has a name: rank 0 creates it O_TMPFILE in /dev/shm

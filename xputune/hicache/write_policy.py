@@ -2,10 +2,11 @@
 
 The field report's fix (docs/field-report.md, 2.6).
 
-HiRadixCache bumps a node's hit count inside insert(), and under PD-disaggregated prefill one
-request is inserted twice (cache_unfinished_req, then cache_finished_req). One request then
-reaches the write_through_selective threshold of 2 alone, and the policy silently becomes
-write_through. The gate below lets a request bump a node at most once while it is live.
+SGLang 0.5.20's radix cache bumps a node's hit count inside insert(), and one request is
+inserted twice (cache_unfinished_req, then cache_finished_req; 0.5.21 fixed this upstream).
+One request then reaches the write_through_selective threshold of 2 alone, and the policy
+silently becomes write_through. The gate below lets a request bump a node at most once while
+it is live.
 
 A request's record is dropped when it finishes, so memory is bounded by the live requests and
 the nodes each one touched. A node split (the radix tree cutting a node in two when a new prefix

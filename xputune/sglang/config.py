@@ -17,7 +17,7 @@ from xputune.errors import XputuneError
 
 PREFIX = "XPUTUNE_HICACHE_"
 DEFAULT_GHOST_CAPACITY = 1 << 18  # page hashes; about 30 MiB at ~120 B an entry
-ON_MISMATCH_CHOICES = ("exit", "warn")
+ON_MISMATCH_CHOICES = ("warn", "exit")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -41,7 +41,7 @@ class PluginConfig:
     kernels: bool = False
     host_buffer: bool = False
     stats_dir: str = ""
-    on_mismatch: str = "exit"
+    on_mismatch: str = "warn"
 
     @property
     def host_alloc(self) -> bool:
@@ -71,7 +71,7 @@ class PluginConfig:
         unknown = sorted(k for k in env if k.startswith(PREFIX) and k[len(PREFIX) :] not in known)
         if unknown:
             raise ConfigError(f"unknown variable {unknown[0]} (known: {', '.join(sorted(known))})")
-        on_mismatch = env.get(PREFIX + "ON_MISMATCH", "exit").strip().lower() or "exit"
+        on_mismatch = env.get(PREFIX + "ON_MISMATCH", "warn").strip().lower() or "warn"
         if on_mismatch not in ON_MISMATCH_CHOICES:
             choices = ", ".join(ON_MISMATCH_CHOICES)
             raise ConfigError(f"{PREFIX}ON_MISMATCH={on_mismatch!r}: expected one of {choices}")

@@ -1,18 +1,19 @@
 """XPUTUNE_HICACHE_COUNT_ONCE: a radix node's hit count means distinct requests (field report 2.6).
 
-One request is inserted into the radix tree twice on its way through the server (at the end of
-prefill by cache_unfinished_req, again at finish by cache_finished_req), and every insert bumps
-the hit count of each node it walks: alone, the request reaches write_through_selective's
-threshold of 2, and the policy silently becomes write_through.
+In sglang 0.5.20 one request is inserted into the radix tree twice on its way through the
+server (at the end of prefill by cache_unfinished_req, again at finish by cache_finished_req),
+and every insert bumps the hit count of each node it walks: alone, the request reaches
+write_through_selective's threshold of 2, and the policy silently becomes write_through.
 
-The hooks mark which request is inserting (around both cache_*_req methods), let the hit-count
-bump through only the first time that request passes a node (xputune's RequestHitGate), tell
-the gate when a node is split in two, and drop the request's record when cache_finished_req
-returns. Inserts made outside a request (tests, tools) count as before. Two caches are hooked:
-  - UnifiedRadixCache, what a 0.5.20 server builds: the counting is
-    UnifiedTreeCore._inc_hit_count_and_check(node, chunked) and the split UnifiedTreeCore.
-    _split_node, which returns (new parent, action);
-  - HiRadixCache, the older class some builds still use: _inc_hit_count and _split_node.
+Two shapes (targets.Shape), newest first:
+  - built in (0.5.21 and later): InsertParams carries `inserted_len`, the length the inserting
+    request already inserted, and the tree core counts only nodes past it, so a request counts
+    each node once by itself. Nothing is hooked; the startup line says "built in".
+  - 0.5.20: the hooks mark which request is inserting (around both cache_*_req methods of
+    UnifiedRadixCache), let UnifiedTreeCore._inc_hit_count_and_check(node, chunked) bump only
+    the first time that request passes a node (xputune's RequestHitGate), tell the gate when
+    UnifiedTreeCore._split_node splits a node in two, and drop the request's record when
+    cache_finished_req returns. Inserts made outside a request (tests, tools) count as before.
 """
 
 from __future__ import annotations
@@ -22,38 +23,27 @@ from typing import Any
 
 from xputune.sglang.config import PluginConfig
 from xputune.sglang.hooks import Hooks
-from xputune.sglang.targets import HIRADIX, TREE_CORE, UNIFIED, Target
+from xputune.sglang.targets import INSERT_PARAMS, TREE_CORE, UNIFIED, Shape, Target
 
 NAME = "count_once"
 GATE_ATTR = "_xputune_hit_gate"
 
-TARGETS = (
+TARGETS_0520 = (
     Target(UNIFIED + ".cache_unfinished_req", ("self", "req", "chunked", "kwargs")),
     Target(
         UNIFIED + ".cache_finished_req", ("self", "req", "is_insert", "kv_len_to_handle", "kwargs")
     ),
     Target(TREE_CORE + "._inc_hit_count_and_check", ("self", "node", "chunked")),
     Target(TREE_CORE + "._split_node", ("self", "key", "child", "split_len")),
-    Target(HIRADIX + ".cache_unfinished_req", ("self", "req", "chunked")),
-    Target(HIRADIX + ".cache_finished_req", ("self", "req", "is_insert", "kv_len_to_handle")),
-    Target(HIRADIX + "._inc_hit_count", ("self", "node", "chunked")),
-    Target(HIRADIX + "._split_node", ("self", "key", "child", "split_len")),
 )
-# What must be hooked in the server's own cache for the feature to be on (startup check).
-LIVE = {
-    "UnifiedRadixCache": (
-        UNIFIED + ".cache_unfinished_req",
-        UNIFIED + ".cache_finished_req",
-        TREE_CORE + "._inc_hit_count_and_check",
-        TREE_CORE + "._split_node",
-    ),
-    "HiRadixCache": (
-        HIRADIX + ".cache_unfinished_req",
-        HIRADIX + ".cache_finished_req",
-        HIRADIX + "._inc_hit_count",
-        HIRADIX + "._split_node",
-    ),
-}
+# The release counts once itself: the insert knows what its request already inserted, and the
+# counting takes the node alone (no `chunked`: a chunked stash no longer counts at all).
+TARGETS_BUILTIN = (
+    Target(INSERT_PARAMS + ".inserted_len", kind="field"),
+    Target(TREE_CORE + "._inc_hit_count_and_check", ("self", "node")),
+)
+# What must be hooked in the server's own cache for the 0.5.20 shape to act (startup check).
+LIVE = tuple(t.path for t in TARGETS_0520)
 
 _current = threading.local()  # the request whose insert is running on this thread, its gate
 
@@ -103,14 +93,6 @@ def _cache_finished_req(original: Any, cache: Any, req: Any, *args: Any, **kwarg
             gate_of(cache).finish(rid)
 
 
-def _inc_hit_count(original: Any, cache: Any, node: Any, chunked: bool = False) -> Any:
-    rid = current_request()
-    # A chunked insert never counts (SGLang skips it), so it must not use up the request's turn.
-    if rid is not None and not chunked and not gate_of(cache).admit(rid, node.id):
-        return None  # this request already counted here: no bump, no write-through decision
-    return original(cache, node, chunked)
-
-
 def _inc_hit_count_and_check(original: Any, core: Any, node: Any, chunked: bool = False) -> Any:
     rid = current_request()
     gate = getattr(_current, "gate", None)
@@ -119,12 +101,6 @@ def _inc_hit_count_and_check(original: Any, core: Any, node: Any, chunked: bool 
     if counts and not gate.admit(rid, node.id):
         return False  # this request already counted here: no bump, no backup decision
     return original(core, node, chunked)
-
-
-def _after_split(new_node: Any, cache: Any, key: Any, child: Any, split_len: int) -> None:
-    gate = cache.__dict__.get(GATE_ATTR)
-    if gate is not None and new_node is not None:
-        gate.on_split(child.id, new_node.id)
 
 
 def _after_core_split(result: Any, core: Any, key: Any, child: Any, split_len: int) -> None:
@@ -139,7 +115,9 @@ def install(hooks: Hooks, cfg: PluginConfig) -> None:
     hooks.around(UNIFIED + ".cache_finished_req", _cache_finished_req)
     hooks.around(TREE_CORE + "._inc_hit_count_and_check", _inc_hit_count_and_check)
     hooks.after(TREE_CORE + "._split_node", _after_core_split)
-    hooks.around(HIRADIX + ".cache_unfinished_req", _with_request)
-    hooks.around(HIRADIX + ".cache_finished_req", _cache_finished_req)
-    hooks.around(HIRADIX + "._inc_hit_count", _inc_hit_count)
-    hooks.after(HIRADIX + "._split_node", _after_split)
+
+
+SHAPES = (
+    Shape("0.5.21", TARGETS_BUILTIN, builtin=True),
+    Shape("0.5.20", TARGETS_0520, install),
+)

@@ -8,21 +8,23 @@ no host copy), the hit count dies with it, and the prefix never reaches L2. The 
   - around insert: after SGLang's insert, look the inserted key's page hashes up (deepest
     first); the first hit proves pages 0..i recurred, so the nodes covering exactly that prefix
     are backed up (the node straddling the boundary is split there first) and nothing beyond.
-Two caches are hooked: UnifiedRadixCache (what a 0.5.20 server builds; eviction of one device
-leaf is _evict_device_leaf(node_id, tracker), backups are BackupKV actions the tree core builds
-and the cache executes) and HiRadixCache (_evict_regular, write_backup).
+The cache hooked is UnifiedRadixCache, what every supported server builds (0.5.20 through
+0.5.23, one shape): eviction of one device leaf is _evict_device_leaf(node_id, tracker), backups
+are BackupKV actions the tree core builds and the cache executes. Both need the Python tree core
+(UnifiedTreeCore): the Rust core that 0.5.21+ selects by default keeps its nodes out of Python
+(its node_by_id raises), so the launcher sets SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=python with
+this feature and the startup check refuses the feature under any other core.
 Only active while the cache's policy is write_through_selective (write_through already backs
 everything up; write_back backs up on eviction).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from xputune.sglang.config import DEFAULT_GHOST_CAPACITY, PluginConfig
 from xputune.sglang.hooks import Hooks
-from xputune.sglang.targets import HIRADIX, TREE_CORE, UNIFIED, Target
+from xputune.sglang.targets import TREE_CORE, UNIFIED, Shape, Target
 
 NAME = "ghost"
 ATTR = "_xputune_ghost"
@@ -37,17 +39,9 @@ TARGETS = (
     Target(TREE_CORE + ".node_by_id", ("self", "node_id")),
     Target(TREE_CORE + "._split_node", ("self", "key", "child", "split_len")),
     Target(TREE_CORE + "._build_backup_kv_action", ("self", "node", "write_back")),
-    Target(HIRADIX + "._evict_regular", ("self", "node")),
-    Target(HIRADIX + ".insert", ("self", "params")),
-    Target(HIRADIX + ".write_backup", ("self", "node", "write_back")),
-    Target(HIRADIX + "._split_node", ("self", "key", "child", "split_len")),
 )
-
-
-LIVE = {
-    "UnifiedRadixCache": (UNIFIED + "._evict_device_leaf", UNIFIED + ".insert"),
-    "HiRadixCache": (HIRADIX + "._evict_regular", HIRADIX + ".insert"),
-}
+# What must be hooked in the server's own cache for the feature to act (startup check).
+LIVE = (UNIFIED + "._evict_device_leaf", UNIFIED + ".insert")
 
 
 def ghost_of(cache: Any) -> Any:
@@ -119,9 +113,7 @@ def _remember_dropped(cache: Any, node: Any) -> None:
     stats_of(cache)["dropped_pages"] += len(hashes)
 
 
-def _insert_then_backup(
-    original: Any, cache: Any, params: Any, backup: Callable[[Any, Any, int], int]
-) -> Any:
+def _insert_then_backup(original: Any, cache: Any, params: Any) -> Any:
     """Insert, then back up the prefix of the key that the ghost list proves reused."""
     result = original(cache, params)
     ghost = cache.__dict__.get(ATTR)
@@ -130,7 +122,7 @@ def _insert_then_backup(
     key = params.key.page_aligned(cache.page_size)
     proven = ghost.proven_prefix(page_hashes(key, cache.page_size)) * cache.page_size
     if proven:
-        backup(cache, key, proven)
+        backup_proven_prefix(cache, key, proven)
     return result
 
 
@@ -143,11 +135,7 @@ def _before_evict_device_leaf(cache: Any, node_id: Any, tracker: Any) -> None:
     _remember_dropped(cache, node)
 
 
-def _unified_insert(original: Any, cache: Any, params: Any) -> Any:
-    return _insert_then_backup(original, cache, params, backup_proven_prefix_unified)
-
-
-def backup_proven_prefix_unified(cache: Any, key: Any, proven: int) -> int:
+def backup_proven_prefix(cache: Any, key: Any, proven: int) -> int:
     """The unified cache's backup of key[:proven]: split there, back up that chain; tokens."""
     core = cache.tree_core
     node, offset, queued = core.root_node, 0, 0
@@ -176,45 +164,13 @@ def backup_proven_prefix_unified(cache: Any, key: Any, proven: int) -> int:
     return queued
 
 
-def _before_evict_regular(cache: Any, node: Any) -> None:
-    if not _active(cache) or node.key is None or len(node.key) == 0:
-        return
-    _remember_dropped(cache, node)
-
-
-def _insert(original: Any, cache: Any, params: Any) -> Any:
-    return _insert_then_backup(original, cache, params, backup_proven_prefix)
-
-
-def backup_proven_prefix(cache: Any, key: Any, proven: int) -> int:
-    """Back up the nodes covering key[:proven] (splitting the last one there); tokens queued."""
-    node, offset, queued = cache.root_node, 0, 0
-    while offset < proven:
-        child = node.children.get(key[offset:].child_key(cache.page_size))
-        if child is None:
-            break
-        if child.evicted and not child.backuped:
-            break
-        if offset + len(child.key) > proven:
-            child = cache._split_node(child.key, child, proven - offset)
-        if not child.backuped:
-            written = cache.write_backup(child)
-            if written == 0:
-                break  # no host room, or the parent is not backed up: nothing deeper may be
-            queued += written
-            stats_of(cache)["proven_backups"] += 1
-        offset += len(child.key)
-        node = child
-    stats_of(cache)["backed_tokens"] += queued
-    return queued
-
-
 _settings = {"capacity": DEFAULT_GHOST_CAPACITY}
 
 
 def install(hooks: Hooks, cfg: PluginConfig) -> None:
     _settings["capacity"] = cfg.ghost_capacity
     hooks.before(UNIFIED + "._evict_device_leaf", _before_evict_device_leaf)
-    hooks.around(UNIFIED + ".insert", _unified_insert)
-    hooks.before(HIRADIX + "._evict_regular", _before_evict_regular)
-    hooks.around(HIRADIX + ".insert", _insert)
+    hooks.around(UNIFIED + ".insert", _insert_then_backup)
+
+
+SHAPES = (Shape("0.5.20", TARGETS, install),)

@@ -1,8 +1,8 @@
 """XPUTUNE_HICACHE_NUMA / _TP_SHARED / _HOST_BUFFER: the host KV buffer is xputune's (2.4, 2.7).
 
-SGLang 0.5.20 allocates host pools through ALLOC_MEMORY_FUNCS[device] (a module-level
-defaultdict, so it is patched directly, not through the hook registry): a plain mmap, then
-cudaHostRegister. The replacement allocates the same shape and dtype as:
+SGLang (0.5.20 through 0.5.23) allocates host pools through ALLOC_MEMORY_FUNCS[device] (a
+module-level defaultdict, so it is patched directly, not through the hook registry): a plain
+mmap, then cudaHostRegister. The replacement allocates the same shape and dtype as:
   - NUMA: an xputune HostBuffer (2 MiB-aligned anonymous mmap, MADV_HUGEPAGE, mbind to the
     card's node, faulted in, then registered: the order docs/field-report.md, 2.4 gives), the
     node being the i-th value of XPUTUNE_HICACHE_NUMA for local card i;
@@ -29,7 +29,7 @@ from typing import Any
 from xputune.sglang import lifo_hooks, stats
 from xputune.sglang.config import ConfigError, PluginConfig
 from xputune.sglang.hooks import Hooks
-from xputune.sglang.targets import POOL_COMMON, POOL_MHA, POOL_MLA, Target, resolve
+from xputune.sglang.targets import POOL_COMMON, POOL_MHA, POOL_MLA, Shape, Target, resolve
 
 log = logging.getLogger(__name__)
 
@@ -180,3 +180,6 @@ def install(hooks: Hooks, cfg: PluginConfig) -> None:
     hooks.around(POOL_MHA + ".init_kv_buffer", _init_kv_buffer)
     if cfg.tp_shared:
         hooks.around(POOL_MLA + ".backup_from_device_all_layer", _backup)
+
+
+SHAPES = (Shape("0.5.20", TARGETS, install),)

@@ -1,8 +1,9 @@
 """XPUTUNE_HICACHE_KERNELS: the host pools' copies run on xputune's kernels, in every layout.
 
-MLATokenToKVPoolHost and MHATokenToKVPoolHost 0.5.20 call their copy operators as module
-globals, imported from sgl_kernel.kvcacheio only when torch reports CUDA or HIP. Which ones
-depends on --hicache-mem-layout and --hicache-io-backend (SERVED below):
+MLATokenToKVPoolHost and MHATokenToKVPoolHost (0.5.20 through 0.5.23) call their copy
+operators as module globals, imported from sgl_kernel.kvcacheio only when torch reports CUDA or
+HIP (and, from 0.5.21, from pool_host/_kvcacheio on Intel XPU). Which ones depends on
+--hicache-mem-layout and --hicache-io-backend (SERVED below):
   layer_first       kernel  transfer_kv_per_layer[_mla] (H2D, one layer), _all_layer[_mla] (D2H)
   page_first        kernel  transfer_kv_per_layer[_mla]_pf_lf, transfer_kv_all_layer[_mla]_lf_pf
   layer_first       direct  transfer_kv_direct (both ways)
@@ -18,6 +19,15 @@ page_first pools, and page_first's staged write-back (can_use_write_back_jit, wh
 staging buffers are dropped). Combinations not in SERVED (page_head, the Ascend layouts) keep
 SGLang's own operators; the startup check (live.py) refuses them where those are missing,
 instead of letting the first copy crash.
+
+From 0.5.21 the release declares, per io backend and layout, which operators an MLA host pool
+calls (pool_host/_kvcacheio.MLA_KVCACHEIO_OPS, and a class-level `_kvcacheio_ops` table on
+Intel XPU). That table is declarative: it names the operators and checks them at pool
+construction on Intel XPU only; on CPU and on CUDA (where Kunlunxin's torch poses) nothing in
+it binds the globals the copies call. So the globals are still set here, and where a pool's
+release declares its table, that table decides which operators the pool needs
+(operators_for): a layout a later release adds to it, that xputune does not implement, is then
+refused at startup instead of assumed served.
 """
 
 from __future__ import annotations
@@ -30,10 +40,12 @@ from xputune.sglang import stats
 from xputune.sglang.config import PluginConfig
 from xputune.sglang.hooks import Hooks
 from xputune.sglang.targets import (
+    KVCACHEIO_OPS,
     POOL_MHA,
     POOL_MHA_MODULE,
     POOL_MLA,
     POOL_MLA_MODULE,
+    Shape,
     Target,
     resolve,
 )
@@ -77,15 +89,6 @@ _JIT_LAYOUTS = ("layer_first", "page_first")
 _LOAD = ("self", "device_pool", "host_indices", "device_indices", "layer_id", "io_backend",
          "is_draft")  # fmt: skip
 _BACKUP = ("self", "device_pool", "host_indices", "device_indices", "io_backend")
-_MLA_INIT = (
-    "self", "device_pool", "host_to_device_ratio", "host_size", "page_size", "layout",
-    "pin_memory", "device", "allocator_type", "override_kv_cache_dim", "mtp_draft_device_pools",
-    "dcp_size", "dcp_rank", "pool_label", "is_dummy",
-)  # fmt: skip
-_MHA_INIT = (
-    "self", "device_pool", "host_to_device_ratio", "host_size", "page_size", "layout",
-    "pin_memory", "device", "allocator_type", "mtp_draft_device_pools", "pool_label",
-)  # fmt: skip
 # The globals each copy method must still read (one per served layout and io backend).
 _MLA_LOADS = ("transfer_kv_per_layer_mla", "transfer_kv_per_layer_mla_pf_lf",
               "transfer_kv_direct", "transfer_kv_per_layer_direct_pf_lf")  # fmt: skip
@@ -96,13 +99,19 @@ _MHA_LOADS = ("transfer_kv_per_layer", "transfer_kv_per_layer_pf_lf", "transfer_
 _MHA_BACKUPS = ("transfer_kv_all_layer", "transfer_kv_all_layer_lf_pf", "transfer_kv_direct",
                 "transfer_kv_all_layer_direct_lf_pf")  # fmt: skip
 
+# __init__ is hooked after the fact (its parameters, which 0.5.21 changed from device_pool to
+# buffer_info, do not matter); what does is that the copies still read can_use_jit.
 TARGETS = (
-    Target(POOL_MLA + ".__init__", _MLA_INIT),
-    Target(POOL_MLA + ".load_to_device_per_layer", _LOAD, reads=_MLA_LOADS),
-    Target(POOL_MLA + ".backup_from_device_all_layer", _BACKUP, reads=_MLA_BACKUPS),
-    Target(POOL_MHA + ".__init__", _MHA_INIT),
-    Target(POOL_MHA + ".load_to_device_per_layer", _LOAD, reads=_MHA_LOADS),
-    Target(POOL_MHA + ".backup_from_device_all_layer", _BACKUP, reads=_MHA_BACKUPS),
+    Target(POOL_MLA + ".__init__"),
+    Target(POOL_MLA + ".load_to_device_per_layer", _LOAD, reads=(*_MLA_LOADS, "can_use_jit")),
+    Target(
+        POOL_MLA + ".backup_from_device_all_layer", _BACKUP, reads=(*_MLA_BACKUPS, "can_use_jit")
+    ),
+    Target(POOL_MHA + ".__init__"),
+    Target(POOL_MHA + ".load_to_device_per_layer", _LOAD, reads=(*_MHA_LOADS, "can_use_jit")),
+    Target(
+        POOL_MHA + ".backup_from_device_all_layer", _BACKUP, reads=(*_MHA_BACKUPS, "can_use_jit")
+    ),
     *(Target("xputune.kernels.ops." + n) for n in dict.fromkeys(MLA_OPERATORS + MHA_OPERATORS)),
 )
 
@@ -155,13 +164,39 @@ def module_kind(pool: Any) -> str:
     return "mha" if "mha" in type(pool).__module__.rsplit(".", 1)[-1] else "mla"
 
 
+def declared_operators(pool: Any) -> Any:
+    """The release's own {io backend: {layout: operators}} table for this pool, or None.
+
+    A class-level `_kvcacheio_ops` first (0.5.21+ on Intel XPU), then, for an MLA pool, the
+    release's MLA table (0.5.21+, every device); 0.5.20 has neither.
+    """
+    table = getattr(type(pool), "_kvcacheio_ops", None)
+    if table is None and module_kind(pool) == "mla":
+        try:
+            table = resolve(KVCACHEIO_OPS)
+        except (ImportError, AttributeError):
+            table = None
+    return table
+
+
 def operators_for(
     pool: Any, layout: str | None = None, io_backend: str = "kernel"
 ) -> tuple[str, ...]:
     """The operator globals a host pool of this class calls for layout (default: its own) and
-    io backend; () for a combination the plugin does not serve."""
-    served = SERVED.get((layout or getattr(pool, "layout", ""), io_backend))
-    return served[module_kind(pool)] if served else ()
+    io backend; () for a combination the plugin does not serve.
+
+    Where the release declares its table, its entry decides, and a combination is served only
+    when xputune implements every operator the release lists for it.
+    """
+    layout = layout or getattr(pool, "layout", "")
+    kind = module_kind(pool)
+    served = SERVED.get((layout, io_backend))
+    declared = declared_operators(pool)
+    if declared is not None:
+        needed = tuple(declared.get(io_backend, {}).get(layout, ()))
+        implemented = MLA_OPERATORS if kind == "mla" else MHA_OPERATORS
+        return needed if needed and all(op in implemented for op in needed) else ()
+    return served[kind] if served else ()
 
 
 def install(hooks: Hooks, cfg: PluginConfig) -> None:
@@ -172,3 +207,6 @@ def install(hooks: Hooks, cfg: PluginConfig) -> None:
             hooks.set_global(module, name, op)
     hooks.after(POOL_MLA + ".__init__", _after_init)
     hooks.after(POOL_MHA + ".__init__", _after_init)
+
+
+SHAPES = (Shape("0.5.20", TARGETS, install),)

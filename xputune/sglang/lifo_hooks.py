@@ -1,10 +1,11 @@
 """XPUTUNE_HICACHE_LIFO: the host KV pool hands out the most recently freed page first.
 
-SGLang 0.5.20's HostKVCache keeps free slots FIFO (alloc from the head of free_slots, freed
-slots appended at the tail), so write-backs wander over the whole pinned pool. The hooks give
-every host pool (MLA and MHA inherit these methods) an xputune LifoSlotAllocator, created
-whenever the pool is cleared, and route alloc / free / available_size through it under the
-pool's own lock. Hit rate and eviction are unchanged: only which free slot is reused moves.
+SGLang's HostKVCache (0.5.20 through 0.5.23, unchanged) keeps free slots FIFO (alloc from the
+head of free_slots, freed slots appended at the tail), so write-backs wander over the whole
+pinned pool. The hooks give every host pool (MLA and MHA inherit these methods) an xputune
+LifoSlotAllocator, created whenever the pool is cleared, and route alloc / free /
+available_size through it under the pool's own lock. Hit rate and eviction are unchanged:
+only which free slot is reused moves.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from xputune.sglang import stats
 from xputune.sglang.config import PluginConfig
 from xputune.sglang.hooks import Hooks
-from xputune.sglang.targets import POOL_BASE, Target
+from xputune.sglang.targets import POOL_BASE, Shape, Target
 
 NAME = "lifo"
 ATTR = "_xputune_lifo"
@@ -85,3 +86,6 @@ def install(hooks: Hooks, cfg: PluginConfig) -> None:
     hooks.around(POOL_BASE + ".alloc", _alloc)
     hooks.around(POOL_BASE + ".free", _free)
     hooks.around(POOL_BASE + ".available_size", _available_size)
+
+
+SHAPES = (Shape("0.5.20", TARGETS, install),)

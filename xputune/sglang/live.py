@@ -1,22 +1,27 @@
 """Startup proof in the running server: each switched-on feature acts on the cache it builds.
 
-Hooks are registered on classes when the plugin loads, before SGLang has chosen its cache. A
-0.5.20 server builds UnifiedRadixCache (with HiCache attached by init_hicache); older builds use
-HiRadixCache; SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=rust swaps the Python tree core, where the
-hit counting lives, for a compiled one no Python hook can reach. So once the cache exists (after
-UnifiedRadixCache.init_hicache, or HiRadixCache.__init__) this module checks, on the instance
+Hooks are registered on classes when the plugin loads, before SGLang has chosen its cache.
+Every supported server builds UnifiedRadixCache with HiCache attached by init_hicache; its
+tree walks (hit counting, splits) run in the tree core the release selects (0.5.20: the Python
+UnifiedTreeCore; 0.5.21+: a Rust core by default, which no Python hook reaches). So once the
+cache exists (after UnifiedRadixCache.init_hicache) this module checks, on the instance
 itself, that every hook a feature needs is the one its methods resolve to, that the host pool
-got the LIFO allocator, xputune's buffer and copy operators, and then logs one INFO line (SGLang
-has configured logging by then; at plugin load it has not, and the line would be dropped):
+got the LIFO allocator, xputune's buffer and copy operators, and then logs one INFO line
+(SGLang has configured logging by then; at plugin load it has not, and the line would be
+dropped):
 
-  xputune cache plugin on sglang 0.5.20: lifo, count_once, ... on; hooked UnifiedRadixCache,
-  UnifiedTreeCore, MLATokenToKVPoolHost, L2TransferEngine
+  xputune cache plugin on sglang 0.5.23: lifo, ghost, kernels, async, host_alloc, stats on;
+  count_once built in; hooked UnifiedRadixCache, UnifiedTreeCore, MLATokenToKVPoolHost,
+  L2TransferEngine
 
-On a CPU server whose host pool cannot allocate its L3 staging page (cpu_pages.py), the pool is
-unpinned and the line ends with "; worked around: cpu_unpinned_pages (<pool class>)".
+A release outside the tested range adds "(untested: ...)" after its number; a feature no shape
+of it fits adds "; off: <feature> (<the target that moved>)". On a CPU server whose host pool
+cannot allocate its L3 staging page (cpu_pages.py), the pool is unpinned and the line ends
+with "; worked around: cpu_unpinned_pages (<pool class>)".
 
-A feature that cannot act there is one refusal line, and the server stops (or, with
-XPUTUNE_HICACHE_ON_MISMATCH=warn, serves with that feature named as not acting).
+A feature that is hooked but cannot act on this cache is off the same way, with a WARNING line
+(XPUTUNE_HICACHE_ON_MISMATCH=exit: the server stops instead). A server that could not serve at
+all (no copy operators for its layout on this device) stops with one refusal line.
 """
 
 from __future__ import annotations
@@ -36,14 +41,26 @@ from xputune.sglang import (
     stats,
 )
 from xputune.sglang.config import PluginConfig
-from xputune.sglang.targets import HIRADIX, L2_ENGINE, TREE_CORE, UNIFIED, PluginRefused, resolve
+from xputune.sglang.targets import (
+    L2_ENGINE,
+    TREE_CORE,
+    TREE_CORE_ENV,
+    UNIFIED,
+    Choice,
+    PluginRefused,
+    Target,
+    release_note,
+    resolve,
+)
 
 log = logging.getLogger("xputune.sglang")
 
 STOCK_PROBE = "transfer_kv_direct"  # imported from sgl_kernel.kvcacheio by both host pool modules
-TARGET_PATHS = (UNIFIED + ".init_hicache", HIRADIX + ".__init__")
+TARGETS = (Target(UNIFIED + ".init_hicache", ("self", "server_args", "params")),)
+# Problems that mean the server cannot serve at all, whatever the mismatch policy.
+FATAL = ("copies",)
 
-_settings: dict[str, Any] = {"cfg": PluginConfig(), "version": "?"}
+_settings: dict[str, Any] = {"cfg": PluginConfig(), "version": "?", "choices": ()}
 _confirmed: set[int] = set()
 
 
@@ -51,10 +68,6 @@ def _is_hooked(owner: type, name: str, path: str) -> bool:
     """The method `owner` resolves to is the registry's wrapper of `path`, not an override."""
     found = getattr(owner, name, None)
     return found is not None and found is resolve(path) and hasattr(found, "__wrapped__")
-
-
-def _cache_kind(cache: Any) -> str:
-    return "UnifiedRadixCache" if isinstance(cache, resolve(UNIFIED)) else "HiRadixCache"
 
 
 def _io_backend(cache: Any) -> str | None:
@@ -69,26 +82,34 @@ def host_pool_of(cache: Any) -> Any:
 
 
 def check_cache(cache: Any, features: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(problems, hooked class names) for `features` acting on this cache instance."""
+    """(problems, hooked class names) for `features` acting on this cache instance.
+
+    `features` are the ones whose hooks were installed (built-in ones hook nothing).
+    """
     problems: list[str] = []
     hooked: list[str] = [type(cache).__name__]
-    kind = _cache_kind(cache)
     core = getattr(cache, "tree_core", None)
-    for name, module in (("count_once", count_once), ("ghost", ghost_hooks)):
+    core_name = type(core).__name__
+    for name, paths in (("count_once", count_once.LIVE), ("ghost", ghost_hooks.LIVE)):
         if name not in features:
             continue
-        for path in module.LIVE[kind]:
+        if core is None or not isinstance(core, resolve(TREE_CORE)):
+            problems.append(
+                f"{name}: this server's cache walks its tree in {core_name}, which no Python "
+                f"hook reaches; {TREE_CORE_ENV}=python selects the core the feature hooks "
+                "(xputune launch sglang sets it)"
+            )
+            continue
+        for path in paths:
             owner = core if path.startswith(TREE_CORE) else cache
-            if owner is None or not _is_hooked(type(owner), path.rsplit(".", 1)[1], path):
+            if not _is_hooked(type(owner), path.rsplit(".", 1)[1], path):
                 problems.append(
                     f"{name}: {type(owner).__name__}.{path.rsplit('.', 1)[1]} is not hooked in "
-                    f"this server's cache ({type(cache).__name__}"
-                    + (f" with tree core {type(core).__name__}" if core is not None else "")
-                    + "; SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND must be python)"
+                    f"this server's cache ({type(cache).__name__} with tree core {core_name})"
                 )
                 break
     if core is not None and ("count_once" in features or "ghost" in features):
-        hooked.append(type(core).__name__)
+        hooked.append(core_name)
     pool = host_pool_of(cache)
     if pool is not None and any(f in features for f in ("lifo", "kernels", "host_alloc", "stats")):
         hooked.append(type(pool).__name__)
@@ -144,31 +165,60 @@ def confirm(cache: Any) -> None:
         return
     _confirmed.add(id(cache))
     cfg: PluginConfig = _settings["cfg"]
-    features = cfg.features()
-    problems, hooked = check_cache(cache, features)
-    acting = tuple(f for f in features if not any(p.startswith(f + ":") for p in problems))
-    if problems:
-        line = f"xputune cache plugin refused: {problems[0]}"
-        log.error(line)
-        if cfg.on_mismatch != "warn":
-            raise PluginRefused(problems[0])
+    choices: tuple[Choice, ...] = _settings["choices"]
+    installed = tuple(c.feature for c in choices if c.on)
+    problems, hooked = check_cache(cache, installed)
+    fatal = [p for p in problems if p.split(":", 1)[0] in FATAL]
+    if fatal or (problems and cfg.on_mismatch == "exit"):
+        first = (fatal or problems)[0]
+        log.error("xputune cache plugin refused: %s", first)
+        raise PluginRefused(first)
+    not_acting = [_feature_and_reason(p) for p in problems]
+    for name, why in not_acting:
+        log.warning("xputune cache plugin: %s off: %s", name, why)
+    acting = tuple(f for f in installed if f not in dict(not_acting))
+    builtin = tuple(c.feature for c in choices if c.builtin)
+    off = [(c.feature, c.problem) for c in choices if c.shape is None] + not_acting
     version = _settings["version"]
     controller = getattr(cache, "cache_controller", None)
     pools = [host_pool_of(cache), getattr(controller, "storage_host_pool", None)]
     unpinned = cpu_pages.unpin(list({id(p): p for p in pools if p is not None}.values()))
     workarounds = [f"{cpu_pages.NAME} ({', '.join(unpinned)})"] if unpinned else []
     stats.set_info(
-        sglang=version, features=list(acting), hooked=hooked, cache=type(cache).__name__,
-        problems=problems, workarounds=workarounds,
+        sglang=version, features=list(acting), builtin=list(builtin),
+        off={name: why for name, why in off}, hooked=hooked, cache=type(cache).__name__,
+        tree_core=type(getattr(cache, "tree_core", None)).__name__, problems=problems,
+        workarounds=workarounds,
     )  # fmt: skip
     _add_sources(cache)
-    log.info(
-        "xputune cache plugin on sglang %s: %s on; hooked %s%s",
-        version, ", ".join(acting) or "nothing", ", ".join(dict.fromkeys(hooked)),
-        f"; worked around: {', '.join(workarounds)}" if workarounds else "",
-    )  # fmt: skip
+    log.info("%s", startup_line(version, acting, builtin, off, hooked, workarounds))
     if cfg.stats_dir:
         stats.start_writer(cfg.stats_dir)
+
+
+def _feature_and_reason(problem: str) -> tuple[str, str]:
+    name, _, why = problem.partition(": ")
+    return name, why
+
+
+def startup_line(
+    version: str,
+    acting: tuple[str, ...],
+    builtin: tuple[str, ...],
+    off: list[tuple[str, str]],
+    hooked: list[str],
+    workarounds: list[str],
+) -> str:
+    """The one INFO line that says what the plugin does in this server."""
+    parts = [f"{', '.join(acting) or 'nothing'} on"]
+    if builtin:
+        parts.append(f"{', '.join(builtin)} built into sglang {version}")
+    if off:
+        parts.append("off: " + ", ".join(f"{name} ({why})" for name, why in off))
+    parts.append(f"hooked {', '.join(dict.fromkeys(hooked))}")
+    if workarounds:
+        parts.append(f"worked around: {', '.join(workarounds)}")
+    return f"xputune cache plugin on sglang {version}{release_note(version)}: " + "; ".join(parts)
 
 
 def _add_sources(cache: Any) -> None:
@@ -194,16 +244,12 @@ def _after_init_hicache(result: Any, cache: Any, *args: Any, **kwargs: Any) -> N
     confirm(cache)
 
 
-def _after_hiradix_init(result: Any, cache: Any, *args: Any, **kwargs: Any) -> None:
-    confirm(cache)
-
-
-def install(hooks: Any, cfg: PluginConfig, version: str) -> None:
+def install(hooks: Any, cfg: PluginConfig, version: str, choices: list[Choice]) -> None:
     _settings["cfg"] = cfg
     _settings["version"] = version
+    _settings["choices"] = tuple(choices)
     _confirmed.clear()
     hooks.after(UNIFIED + ".init_hicache", _after_init_hicache)
-    hooks.after(HIRADIX + ".__init__", _after_hiradix_init)
 
 
 __all__ = ["async_hooks", "check_cache", "confirm", "install"]

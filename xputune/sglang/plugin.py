@@ -1,13 +1,15 @@
-"""The entry point SGLang calls (group sglang.srt.plugins) and the all-or-nothing install.
+"""The entry point SGLang calls (group sglang.srt.plugins): detect, then install per feature.
 
 SGLang runs every plugin in the engine and in each scheduler process, then applies the hooks
 they registered. Our register() reads the launcher's switches; with none on it does nothing.
-Otherwise it checks the SGLang version and every target of every switched-on feature first,
-and only then registers anything, so a mismatch never leaves half a plugin installed. A
-mismatch is one log line naming the target, and then the process stops (SystemExit, which
-SGLang's plugin loader does not swallow): a server the launcher configured for LIFO or
-write-policy fixes must not quietly serve without them. XPUTUNE_HICACHE_ON_MISMATCH=warn
-keeps the one line but serves unpatched.
+Otherwise each switched-on feature is matched against the installed SGLang first (targets.py:
+the first of its shapes whose every target resolves with the parameters it was written
+against), and only then is anything registered, so a mismatch never leaves half a feature
+installed. A feature no shape fits is off with one line naming the target, and the rest are
+on; a release outside the tested range says so in the startup line. A feature the release
+does itself (count-once from 0.5.21) is "built in": nothing is hooked for it.
+XPUTUNE_HICACHE_ON_MISMATCH=exit stops the process at the first feature that is off instead
+(SystemExit, which SGLang's plugin loader does not swallow).
 
 Hooks registered here sit on classes; whether they act in the server is proven later, on the
 cache the server really builds (xputune.sglang.live), which also logs the startup line.
@@ -31,9 +33,7 @@ from xputune.sglang import (
 )
 from xputune.sglang.config import PluginConfig
 from xputune.sglang.hooks import Hooks
-from xputune.sglang.targets import Target, check_targets, check_version
-
-STARTUP_TARGETS = tuple(Target(path) for path in live.TARGET_PATHS)
+from xputune.sglang.targets import Choice, PluginRefused, check_targets, choose, sglang_version
 
 log = logging.getLogger("xputune.sglang")
 
@@ -48,20 +48,17 @@ FEATURES: dict[str, ModuleType] = {
 _installed: Hooks | None = None
 
 
-def targets_for(features: tuple[str, ...]) -> list[Target]:
-    """Every target the given features hook or rely on, each once, in install order."""
-    seen: dict[str, Target] = {}
-    for name in features:
-        for target in FEATURES[name].TARGETS:
-            seen.setdefault(target.path, target)
-    return list(seen.values())
+def decide(features: tuple[str, ...]) -> list[Choice]:
+    """Which shape each feature takes on the installed SGLang (or why it is off)."""
+    return [choose(name, FEATURES[name].SHAPES) for name in features]
 
 
 def install(cfg: PluginConfig, registry: object = None) -> Hooks | None:
-    """Check, then register and apply the hooks of cfg's features; None when none is on.
+    """Detect, then register and apply the hooks of cfg's features; None when none is on.
 
-    Raises PluginRefused (nothing hooked) on a version or target mismatch. Idempotent per
-    process: a second call returns the first install.
+    Raises PluginRefused (nothing hooked) when SGLang cannot be imported or its cache has no
+    place for the startup check, and, with on_mismatch "exit", when any feature is off.
+    Idempotent per process: a second call returns the first install.
     """
     global _installed
     features = cfg.features()
@@ -69,17 +66,33 @@ def install(cfg: PluginConfig, registry: object = None) -> Hooks | None:
         return None
     if _installed is not None:
         return _installed
-    version = check_version()
-    check_targets([*targets_for(features), *STARTUP_TARGETS])
+    version = sglang_version()
+    check_targets(live.TARGETS)
+    choices = decide(features)
+    for choice in choices:
+        if choice.shape is None:
+            line = off_line(choice)
+            if cfg.on_mismatch == "exit":
+                raise PluginRefused(f"{choice.feature}: {choice.problem}")
+            # SGLang has not configured logging yet: a WARNING still reaches stderr.
+            log.warning("%s", line)
     hooks = Hooks(registry)
-    for name in features:
-        FEATURES[name].install(hooks, cfg)
-    live.install(hooks, cfg, version)
+    for choice in choices:
+        if choice.on:
+            assert choice.shape is not None and choice.shape.install is not None
+            choice.shape.install(hooks, cfg)
+    live.install(hooks, cfg, version, choices)
     hooks.apply()
     _installed = hooks
-    # SGLang has not configured logging yet (this line is DEBUG); live.confirm logs at INFO.
-    log.debug("xputune cache plugin registered on sglang %s: %s", version, ", ".join(features))
+    log.debug(
+        "xputune cache plugin registered on sglang %s: %s",
+        version, ", ".join(c.feature for c in choices if c.on),
+    )  # fmt: skip
     return hooks
+
+
+def off_line(choice: Choice) -> str:
+    return f"xputune cache plugin: {choice.feature} off: {choice.problem}"
 
 
 def installed() -> Hooks | None:

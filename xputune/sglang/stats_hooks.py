@@ -1,7 +1,7 @@
 """XPUTUNE_HICACHE_STATS=<dir>: count what reaches host memory and back, in the server itself.
 
   backup_nodes / backup_tokens  nodes and tokens the cache decided to write to host (the
-                                unified cache's _execute_kv_backup, HiRadixCache.write_backup);
+                                unified cache's _execute_kv_backup);
   d2h_calls / d2h_tokens        the host pool's all-layer device-to-host copies that ran;
   h2d_tokens / h2d_layer_calls  host-to-device loads (tokens counted at the first layer).
 Other features add their own counters (see xputune.sglang.stats); the file is written by the
@@ -15,7 +15,7 @@ from typing import Any
 from xputune.sglang import stats
 from xputune.sglang.config import PluginConfig
 from xputune.sglang.hooks import Hooks
-from xputune.sglang.targets import HIRADIX, POOL_MHA, POOL_MLA, UNIFIED, Target
+from xputune.sglang.targets import POOL_MHA, POOL_MLA, UNIFIED, Shape, Target
 
 NAME = "stats"
 
@@ -28,7 +28,6 @@ TARGETS = (
         UNIFIED + "._execute_kv_backup",
         ("self", "node_id", "device_value", "comp_xfers", "sidecar_xfers"),
     ),
-    Target(HIRADIX + ".write_backup", ("self", "node", "write_back")),
     Target(POOL_MLA + ".backup_from_device_all_layer", _BACKUP),
     Target(POOL_MHA + ".backup_from_device_all_layer", _BACKUP),
     Target(POOL_MLA + ".load_to_device_per_layer", _LOAD),
@@ -40,12 +39,6 @@ def _after_execute_kv_backup(result: Any, cache: Any, *args: Any, **kwargs: Any)
     if result is not None:
         stats.add("backup_nodes")
         stats.add("backup_tokens", len(result))
-
-
-def _after_write_backup(result: Any, cache: Any, *args: Any, **kwargs: Any) -> None:
-    if result:
-        stats.add("backup_nodes")
-        stats.add("backup_tokens", int(result))
 
 
 def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
@@ -67,7 +60,9 @@ def _before_load(pool: Any, *args: Any, **kwargs: Any) -> None:
 
 def install(hooks: Hooks, cfg: PluginConfig) -> None:
     hooks.after(UNIFIED + "._execute_kv_backup", _after_execute_kv_backup)
-    hooks.after(HIRADIX + ".write_backup", _after_write_backup)
     for pool in (POOL_MLA, POOL_MHA):
         hooks.before(pool + ".backup_from_device_all_layer", _before_backup)
         hooks.before(pool + ".load_to_device_per_layer", _before_load)
+
+
+SHAPES = (Shape("0.5.20", TARGETS, install),)

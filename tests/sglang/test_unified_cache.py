@@ -1,4 +1,7 @@
-"""Count-once and the ghost list on SGLang's real HiRadixCache insert and eviction paths.
+"""Count-once, the ghost list and the async lanes on the cache a 0.5.20 server builds.
+
+UnifiedRadixCache with HiCache attached, its Python tree core and HiCacheController, driven
+through the request lifecycle a prefill goes through (tests/sglang/world.py).
 
 Every cache here is write_through_selective (backup at hit count 2), page size 4, on CPU; the
 copies run through xputune.kernels (KERNELS switch) because sgl_kernel's are CUDA-only.
@@ -94,7 +97,7 @@ def test_reinsert_backs_up_only_the_proven_prefix(make_world: Any) -> None:
     assert proven.hit_count == 1  # below the threshold: only the ghost list wrote it
     assert w.pending_write_tokens() == [8]
     w.drain_writes()
-    assert proven.backuped and len(proven.host_value) == 8
+    assert proven.backuped and len(w.slots(proven)[1]) == 8
     assert not rest.backuped
     assert w.host_copy_matches(proven)
 
@@ -140,7 +143,7 @@ def test_async_load_back_gates_each_layer_until_its_copy_is_launched(make_world:
     w.serve("r1", PROMPT)
     w.drain_writes()
     node = w.node_for(PROMPT)
-    expected = [w.host.kv_buffer[layer][node.host_value].clone() for layer in range(LAYERS)]
+    expected = [w.host.kv_buffer[layer][w.slots(node)[1]].clone() for layer in range(LAYERS)]
     w.evict_all()
     assert node.evicted and node.backuped
 
@@ -154,8 +157,15 @@ def test_async_load_back_gates_each_layer_until_its_copy_is_launched(make_world:
 
     pool_cls.load_to_device_per_layer = spy
     try:
+        # Matched as the scheduler does (a match stops short of the prompt's last token, so the
+        # prompt runs one page past the cached one): a host hit, nothing on the device.
+        req = w.new_req("r2", PROMPT + [7] * PAGE)
+        req.init_next_round_input(w.cache)
+        assert req.host_hit_length == len(PROMPT)
         values, _ = w.cache.init_load_back(
-            InitLoadBackParams(best_match_node=node, host_hit_length=len(PROMPT))
+            InitLoadBackParams(
+                best_match_node=req.best_match_node, host_hit_length=req.host_hit_length, req=req
+            )
         )
         assert len(values) == len(PROMPT)
         consumer = w.cache.ready_to_load_host_cache()
