@@ -80,3 +80,39 @@ def test_cpu_launch_from_a_recording_refuses_to_exec(run_cli, tmp_path, monkeypa
     )  # fmt: skip
     assert code != 0 and out == ""
     assert "drop --root/--example, or add --dry-run" in err
+
+
+def _cpu_spec(features: list[str], tp: int) -> launch.LaunchSpec:
+    tier = cpu.cpu_tier(24 * GIB, tp, 192, True, False, None)
+    spec, _ = cpu.build_cpu_spec(
+        user_args=["--model-path", "m", "--device", "cpu"], features=features, tp=tp,
+        tier=tier, write_policy="write_through", numa_nodes=1, cpus=[0, 1], shared=False,
+        python="python",
+    )  # fmt: skip
+    return spec
+
+
+def test_tp_above_one_on_cpu_leaves_nccl_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA build of torch (the only one sglang 0.5.23's torch 2.14.1 has) brings libnccl,
+    and SGLang then binds a PyNccl communicator to a CUDA device a CPU server lacks."""
+    monkeypatch.delenv(cpu.NCCL_ENV, raising=False)
+    assert _cpu_spec(["lifo"], 2).env[cpu.NCCL_ENV] == cpu.NO_NCCL
+    assert cpu.NCCL_ENV not in _cpu_spec(["lifo"], 1).env
+    monkeypatch.setenv(cpu.NCCL_ENV, "/opt/nccl/libnccl.so.2")  # the user's own choice wins
+    assert cpu.NCCL_ENV not in _cpu_spec(["lifo"], 2).env
+
+
+def test_the_ghost_list_gets_the_python_tree_core_unless_the_user_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from xputune.sglang.targets import TREE_CORE_ENV
+
+    monkeypatch.delenv(TREE_CORE_ENV, raising=False)
+    spec = _cpu_spec(["lifo", "ghost"], 1)
+    assert spec.env[TREE_CORE_ENV] == "python"
+    assert not [n for n in spec.notes if "ghost" in n], spec.notes
+    assert TREE_CORE_ENV not in _cpu_spec(["lifo"], 1).env  # SGLang's default otherwise
+    monkeypatch.setenv(TREE_CORE_ENV, "rust")
+    spec = _cpu_spec(["lifo", "ghost"], 1)
+    assert TREE_CORE_ENV not in spec.env
+    assert [n for n in spec.notes if "keeps the ghost list off" in n], spec.notes

@@ -41,7 +41,7 @@ def _value(words: list[str], flag: str) -> str:
 def test_mooncake_on_the_seed_box_runs_page_first_direct_with_one_extra_config(
     run_cli, listener, monkeypatch
 ) -> None:
-    monkeypatch.setattr(l3check, "_mooncake_missing", lambda: None)
+    monkeypatch.setattr(l3check, "_mooncake_missing", lambda *a: None)
     code, out, err = run_cli(
         "launch", "sglang", "-n", *SEED, "--l3", "mooncake", "--l3-master", listener,
         "--l3-segment-gb", "16", *GLM,
@@ -60,7 +60,7 @@ def test_mooncake_on_the_seed_box_runs_page_first_direct_with_one_extra_config(
 
 
 def test_a_missing_master_is_one_refusal_line_and_force_launches_anyway(run_cli, monkeypatch):
-    monkeypatch.setattr(l3check, "_mooncake_missing", lambda: None)
+    monkeypatch.setattr(l3check, "_mooncake_missing", lambda *a: None)
     master = f"127.0.0.1:{_closed_port()}"
     code, _, err = run_cli(
         "launch", "sglang", "-n", *SEED, "--l3", "mooncake", "--l3-master", master, *GLM
@@ -96,7 +96,7 @@ def test_without_libibverbs_the_refusal_names_the_debian_package(monkeypatch) ->
 
 
 def test_a_layer_first_in_args_is_said_to_be_rewritten(run_cli, listener, monkeypatch) -> None:
-    monkeypatch.setattr(l3check, "_mooncake_missing", lambda: None)
+    monkeypatch.setattr(l3check, "_mooncake_missing", lambda *a: None)
     code, _out, err = run_cli(
         "launch", "sglang", "-n", *SEED, "--l3", "mooncake", "--l3-master", listener,
         *GLM, "--hicache-mem-layout", "layer_first",
@@ -130,7 +130,7 @@ def test_cpu_file_backend_keeps_layer_first_and_names_its_folder(run_cli, tmp_pa
 
 
 def test_cpu_mooncake_talks_tcp_and_runs_page_first(run_cli, tmp_path, listener, monkeypatch):
-    monkeypatch.setattr(l3check, "_mooncake_missing", lambda: None)
+    monkeypatch.setattr(l3check, "_mooncake_missing", lambda *a: None)
     (tmp_path / "cfg.json").write_text(
         json.dumps(
             {
@@ -155,7 +155,7 @@ def test_cpu_mooncake_talks_tcp_and_runs_page_first(run_cli, tmp_path, listener,
 
 
 def test_a_cpu_segment_beyond_the_hosts_memory_is_refused(run_cli, tmp_path, listener, monkeypatch):
-    monkeypatch.setattr(l3check, "_mooncake_missing", lambda: None)
+    monkeypatch.setattr(l3check, "_mooncake_missing", lambda *a: None)
     (tmp_path / "cfg.json").write_text(
         json.dumps({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64})
     )

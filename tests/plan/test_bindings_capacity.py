@@ -24,8 +24,9 @@ def test_local_gives_the_seed_numa_nodes(seed: Topology) -> None:
     assert b.numa_args == ["--numa-node", "1", "1", "3", "3", "5", "5", "7", "7"]
     assert b.ib_args == [
         "--disaggregation-ib-device",
-        "mlx5_0,mlx5_0,mlx5_1,mlx5_1,mlx5_2,mlx5_2,mlx5_3,mlx5_3",
-    ]
+        '{"0":"mlx5_0","1":"mlx5_0","2":"mlx5_1","3":"mlx5_1","4":"mlx5_2","5":"mlx5_2",'
+        '"6":"mlx5_3","7":"mlx5_3"}',
+    ]  # per rank (GPU id in the visible order): a comma list means "all of these, every GPU"
     assert all(r.memory_nodes == (r.numa_node,) for r in b.ranks)
     assert b.ranks[0].cpus == seed.node(1).cpus
     assert b.visible_devices == "0,1,2,3,4,5,6,7"

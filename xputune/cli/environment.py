@@ -44,6 +44,12 @@ VARIABLES: dict[str, tuple[str, tuple[str, ...]]] = {
         "XPU_HOME are tried next.",
         ("kernels",),
     ),
+    "XPUTUNE_SGLANG_PYTHON": (
+        "The Python of SGLang's environment (what --python names; default: the Python running "
+        "xputune): launch runs SGLang with it, and it is asked which sglang release and "
+        "xputune plugin it has.",
+        ("launch", "plan", "sweep"),
+    ),
     "XPUTUNE_HICACHE_LIFO": ("1: the SGLang plugin's LIFO host-slot allocator.", ("launch",)),
     "XPUTUNE_HICACHE_ASYNC": (
         "1: the plugin submits L2 copies off the scheduler thread.",

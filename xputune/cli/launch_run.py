@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from xputune.cli import exits
-from xputune.cli.options import EXAMPLE, L3_SHARED, PLAN_SHARED, PROFILE, ROOT
+from xputune.cli.options import EXAMPLE, L3_SHARED, PLAN_SHARED, PROFILE, PYTHON, ROOT
 from xputune.cli.spec import Command, Opt
 from xputune.host import open_host
 
@@ -30,6 +30,7 @@ LAUNCH_SGLANG = Command(
         Opt("stats_dir", ("--stats-dir",), "Directory where each server process writes the "
             "cache plugin's counters (xputune-stats-<pid>.json).", kind="path",
             metavar="DIR"),
+        PYTHON,
         ROOT,
         EXAMPLE,
     ),
@@ -62,19 +63,30 @@ def run_launch(
     force: bool,
     dry_run: bool,
     stats_dir: str | None,
+    python: str | None,
     root: str | None,
     example: str | None,
 ) -> None:
     """Run `python -m sglang.launch_server` bound, sized and tuned for this machine.
 
-    Computes --numa-node, --enable-hierarchical-cache, --hicache-size, --hicache-mem-layout
-    layer_first, --hicache-io-backend, --hicache-write-policy and --disaggregation-ib-device
-    from the probe and the plan, sets CUDA/XPU_VISIBLE_DEVICES and the cache plugin's switches,
-    runs `xputune check` and refuses on critical drift unless --force, then merges your ARGS
+    Computes --numa-node, --enable-hierarchical-cache, --hicache-size (explicit and per rank,
+    so SGLang's own host-wide sizing stays off), --hicache-mem-layout layer_first,
+    --hicache-io-backend and --hicache-write-policy from the probe and the plan, sets
+    CUDA/XPU_VISIBLE_DEVICES and the cache plugin's switches, runs `xputune check` and
+    refuses on critical drift unless --force, then merges your ARGS
     (after `--`, which separates xputune's options from SGLang's: an option before it that
     xputune does not know is an error, not passed on): your flags win, and each conflict is
     reported. A TP size SGLang refuses (one that does not divide the model's attention heads)
     is an error unless --force.
+
+    SGLang runs in the Python named by --python (or XPUTUNE_SGLANG_PYTHON; default: the one
+    running xputune), which is asked first what it has: its sglang release, whose flags are
+    the ones written (0.5.20 to 0.5.23 are known; an untested release is asked for its own
+    parser's options), and xputune's plugin (entry point group sglang.srt.plugins), which
+    must load there and be this xputune's version. What is missing is one line with its fix
+    and exit status 3, --force or not; a dry run says it and prints the command anyway.
+    --disaggregation-ib-device is added, one RDMA device per rank, on a prefill or decode
+    server (--disaggregation-mode in ARGS) only: SGLang reads it nowhere else.
 
     With `--device cpu` in ARGS it serves from host memory on a host without cards: no card
     bindings or drift check, the L2 tier sized from this host's memory, SGLang's CPU engine
@@ -96,12 +108,14 @@ def run_launch(
             /models/GLM-5 --tp 8
 
         xputune launch sglang -- --model-path /models/tiny-llama --device cpu
+        xputune launch sglang --python /opt/sglang/bin/python -- \\
+            --model-path /m/GLM-5
 
         xputune launch sglang --l3 mooncake --l3-master m1:50051 -- --model-path \\
             /m/GLM-5
     """
     from xputune.cli.requests import plan_request
-    from xputune.launch import policy
+    from xputune.launch import policy, preflight
     from xputune.launch.cpu import is_cpu_device
     from xputune.launch.sglang import LaunchError, execute, user_value
     from xputune.plan.host_plan import RefusedTpError
@@ -125,16 +139,23 @@ def run_launch(
         profile=profile,
         force=force,
         stats_dir=stats_dir,
+        python=python,
     )  # fmt: skip
+    sglang = preflight.start(python)  # asks SGLang's interpreter while the host is read
     view = open_host(root, example)
     topo = discover(view)
     try:
         if is_cpu_device(user_value(user_args, "--device")):
-            launch = policy.prepare_cpu(topo, request)
+            launch = policy.prepare_cpu(topo, request, sglang)
         else:
-            launch = policy.prepare(view, topo, request)
+            launch = policy.prepare(view, topo, request, sglang)
     except RefusedTpError as exc:
         raise RefusedTpError(f"{exc} (--force launches it anyway)") from None
+    if launch.blockers and not dry_run:
+        error = LaunchError("; ".join(launch.blockers))
+        error.exit_code = exits.UNSUPPORTED
+        raise error
+    launch.notes += [f"would refuse: {b}" for b in launch.blockers]  # a dry run: say them
     refusal = "; ".join(launch.refusals)
     if launch.drifting:
         from xputune.cli.suggest import same_host, suggested

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xputune.cli import exits
-from xputune.cli.options import FORMAT
+from xputune.cli.options import FORMAT, PYTHON
 from xputune.cli.output import Format, console, emit_data
 from xputune.cli.spec import Command, Opt
 from xputune.errors import XputuneError
@@ -111,6 +111,7 @@ SWEEP = Command(
         Opt("stop_grace", ("--stop-grace",), "Seconds between SIGTERM and SIGKILL when a "
             "server is stopped.", kind="float", min=0.0, max=MAX_SECONDS, default=20.0,
             metavar="SECONDS"),
+        PYTHON,
         *TRACE_OPTIONS,
         FORMAT,
     ),
@@ -442,6 +443,7 @@ def sweep_cmd(
     launch_opt: list[str],
     start_timeout: float,
     stop_grace: float,
+    python: str | None,
     trace_format: TraceFormat,
     block_size: int | None,
     block_tokens: int | None,
@@ -460,8 +462,10 @@ def sweep_cmd(
 ) -> int:
     """The tier-by-tier experiment: launch, replay and stop a server per L2 size.
 
-    For each L2 size, smallest first (the plan's ladder, or --sizes), starts SGLang through
-    `xputune launch sglang` with your ARGS (after `--`), replays the trace on its cold cache,
+    For each L2 size, smallest first (the plan's ladder, or --sizes), starts SGLang as
+    `xputune launch sglang` would with your ARGS (after `--`): the launcher runs once, as a
+    dry run with all its checks (and its preflight of SGLang's Python, --python), and each
+    size runs its command with that size. It replays the trace on the server's cold cache,
     stops it; stops early at the plateau (a size adding less than --min-gain points of hit
     rate). With --baseline a server with HiCache off runs first, and each size is judged by
     net benefit against it: TTFT saved = compute saved by the extra hits - cost of moving
@@ -480,8 +484,9 @@ def sweep_cmd(
         launch_opts = [w for opt in launch_opt or [] for w in shlex.split(opt)]
     except ValueError as exc:
         raise XputuneError(f"--launch-opt: {exc}") from None
+    launch_opts += ["--python", python] if python is not None else []
     given_range = _token_range(token_range)
-    check_args(sglang_args)
+    check_args(sglang_args, launch_opts)
     load = _load(concurrency, speedup, max_inflight, duration, timeout)
     sliced = _read_trace(trace, trace_format, block_size, skip, requests)
     if load.mode == "open" and any(r.at_ms is None for r in sliced.requests):

@@ -174,6 +174,15 @@ RECOMPUTE = Opt(
     kind="float", min=0, max=MAX_MS, metavar="US",
 )  # fmt: skip
 
+# SGLang's own environment: launch sglang, sweep and plan ask that interpreter what it has.
+PYTHON = Opt(
+    "python", ("--python",),
+    "The Python of SGLang's environment (its venv's bin/python), which runs `-m "
+    "sglang.launch_server`; its sglang release decides the flags. Default: "
+    "$XPUTUNE_SGLANG_PYTHON, else the Python running xputune.",
+    kind="path", metavar="PATH",
+)  # fmt: skip
+
 #: What plan and launch sglang share, in their help's order.
 PLAN_SHARED = (MODEL, CONFIG, TP, STRATEGY, TIER, CARDS, DTYPE, WRITE_POLICY)
 L3_SHARED = (L3, L3_POOL_GB, L3_SEGMENT_GB, L3_MASTER, L3_PROTOCOL, L3_DIR, L3_PREFETCH, L3_HOST)

@@ -14,6 +14,7 @@ from xputune.cli.options import (
     L3_GBPS,
     L3_SHARED,
     PLAN_SHARED,
+    PYTHON,
     RECOMPUTE,
     ROLE,
     ROOT,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 PLAN = Command(
     ("plan",),
     "xputune.cli.plan_run:run_plan",
-    (*PLAN_SHARED, *L3_SHARED, ROLE, L3_GBPS, RECOMPUTE, FORCE_IDO, ROOT, EXAMPLE, FORMAT),
+    (*PLAN_SHARED, *L3_SHARED, ROLE, L3_GBPS, RECOMPUTE, FORCE_IDO, PYTHON, ROOT, EXAMPLE, FORMAT),
 )
 
 
@@ -63,6 +64,7 @@ def run_plan(
     l3_gbps: float | None,
     recompute_us: float | None,
     force: bool,
+    python: str | None,
     root: str | None,
     example: str | None,
     fmt: Format,
@@ -72,7 +74,12 @@ def run_plan(
     Puts the probe and the model's KV geometry together: which node each card's process and
     host KV live on, how much host memory each rank can give L2 under the strategy, a ladder of
     tiers from small to that maximum (try them in order; stop where the hit rate stops rising),
-    and the flags for `python -m sglang.launch_server`.
+    and the flags for `python -m sglang.launch_server`, as the sglang release of --python (or
+    XPUTUNE_SGLANG_PYTHON, else this Python) takes them (0.5.23, the newest supported, where
+    it has none). --hicache-size is always given, per rank: from 0.5.21 SGLang would otherwise
+    size L2 itself from host-wide free memory, blind to NUMA. The RDMA device per rank
+    (--disaggregation-ib-device) is shown apart: SGLang reads it on a PD prefill or decode
+    server only.
 
     With --l3 it adds a tier behind L2: the Mooncake store (DRAM pooled over the cluster) or a
     folder. For a serving instance: the segment each rank mounts, the memory registered beside
@@ -89,8 +96,9 @@ def run_plan(
         xputune plan --model glm-5 --l3 mooncake --role decode --l3-master \\
             m1:50051
     """
+    from xputune.launch import preflight
+    from xputune.launch.policy import plan_document_for
     from xputune.plan.bindings import PlanError
-    from xputune.plan.host_plan import plan_document
     from xputune.plan.models import resolve_model
     from xputune.topology.discover import discover
     from xputune.userfiles import model_config
@@ -107,9 +115,10 @@ def run_plan(
         l3_dir=l3_dir, l3_prefetch=l3_prefetch, l3_host=l3_host, role=role, l3_gbps=l3_gbps,
         recompute_us=recompute_us,
     )  # fmt: skip
+    sglang = preflight.start(python)  # asks SGLang's interpreter while the host is read
     topo = discover(open_host(root, example))
     host_plan, notes = for_host(topo, request)
-    data = plan_document(host_plan, notes)
+    data = plan_document_for(host_plan, notes, sglang)
     if fmt is not Format.table:
         emit_data(data, fmt)
         return
@@ -194,11 +203,18 @@ def _render(data: dict[str, Any]) -> None:
             out.print(text(f"warning: {warning}", "yellow"))
     from xputune.cli.output import columns, shell_command
 
+    if not is_quiet():
+        for note in data["sglang"]["notes"]:  # the release the flags are written for
+            out.print(text(note))
     out.print()
     out.print("SGLang:", style="bold")
     argv = ["python", "-m", "sglang.launch_server", *data["sglang_args"]]
     for line in shell_command(argv, data["env"], columns()).splitlines():
         out.print(text(line), soft_wrap=True)
+    if data["disaggregation_args"]:
+        out.print(text("with --disaggregation-mode prefill|decode (PD disaggregation), add:"))
+        for line in shell_command(data["disaggregation_args"], None, columns()).splitlines():
+            out.print(text(line), soft_wrap=True)
     if "l3" in data:
         _render_l3(out, data["l3"])
 

@@ -1,18 +1,20 @@
 """`xputune launch sglang -- ... --device cpu`: serve from host memory, on a host without cards.
 
-SGLang 0.5.20 serves on CPU with SGLANG_USE_CPU_ENGINE=1, and its KV "device" pool is then
-host memory too. There are no cards to bind, no PCIe path to tune and nothing to place per
-card, so this path skips bindings and the card profile's drift check and plans only:
+SGLang (0.5.20 through 0.5.23) serves on CPU with SGLANG_USE_CPU_ENGINE=1, and its KV "device"
+pool is then host memory too. There are no cards to bind, no PCIe path to tune and nothing to
+place per card, so this path skips bindings and the card profile's drift check and plans only:
   - the L2 tier from this host's memory: of 90% of it, minus 4 GiB per rank for the ranks
     themselves, half is left to SGLang's own (device) pool and half can be L2; the steps are
     powers of two in GB per rank up to that, and the middle step is the default;
   - the CPU engine's environment: SGLANG_USE_CPU_ENGINE=1 and, when there are more TP ranks
     than NUMA nodes, SGLANG_CPU_OMP_THREADS_BIND splitting the CPUs into one group per rank
-    (SGLang refuses to start otherwise); values already in the environment win;
+    (SGLang refuses to start otherwise), and, with TP > 1, SGLANG_NCCL_SO_PATH naming no
+    library (see NO_NCCL); values already in the environment win;
   - the plugin's features that apply: host-buffer always (SGLang's own host allocation calls
     cudaHostRegister and fails on CPU), kernels (sgl_kernel's copy operators are CUDA-only),
-    lifo, async, count-once, ghost and stats as asked; numa is dropped (no cards to follow)
-    and tp-shared follows --strategy shared, as on a card host;
+    lifo, async, count-once, ghost (with the Python tree core it hooks) and stats as asked;
+    numa is dropped (no cards to follow) and tp-shared follows --strategy shared, as on a
+    card host;
   - --page-size 1 (SGLang's paged allocator runs a GPU kernel), layer_first (page_first with
     Mooncake, which never runs layer_first), kernel backend;
   - with an L3 tier, its storage flags (plan/l3.py; the ranks are bound to no NIC, so Mooncake
@@ -24,10 +26,25 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from xputune.launch.sglang import FEATURE_ENV, LaunchError, LaunchSpec, merge
+from xputune.launch.releases import NEWEST, RELEASES, Release
+from xputune.launch.sglang import (
+    FEATURE_ENV,
+    LaunchError,
+    LaunchSpec,
+    for_release,
+    merge,
+    tree_core_env,
+)
 from xputune.plan.l3 import L3Plan, storage_layout
 
 GIB = 1 << 30
+# A CPU server's TP group talks over gloo. SGLang also builds a PyNccl communicator for it
+# whenever libnccl loads, and then binds it to a CUDA device, which a CPU server has none of:
+# the TP > 1 server dies at start. torch 2.14.1, which sglang 0.5.23 requires, has no CPU
+# build, and its CUDA build brings libnccl; naming a library that does not exist is SGLang's
+# own way (pynccl.py) to leave NCCL out.
+NCCL_ENV = "SGLANG_NCCL_SO_PATH"
+NO_NCCL = "libnccl-not-used-on-cpu.so"
 GB = 10**9
 OS_FRACTION = 0.10
 PROCESS_BYTES_PER_RANK = 4 * GIB
@@ -129,6 +146,7 @@ def build_cpu_spec(
     stats_dir: str | None = None,
     python: str,
     l3: L3Plan | None = None,
+    release: Release | None = None,
 ) -> tuple[LaunchSpec, list[str]]:
     """SGLang's argv and the environment for a CPU server; notes for stderr."""
     layout = storage_layout(l3.request.backend, "kernel") if l3 is not None else "layer_first"
@@ -142,7 +160,8 @@ def build_cpu_spec(
         "--page-size", "1",
         *(l3.sglang_args() if l3 is not None else ()),
     ]  # fmt: skip
-    merged = merge(ours, user_args)
+    fitted, release_notes = for_release(ours, user_args, release or RELEASES[NEWEST])
+    merged = merge(fitted, user_args)
     chosen, notes = cpu_features(features, shared)
     env = {"SGLANG_USE_CPU_ENGINE": "1"}
     if l3 is not None:
@@ -152,5 +171,9 @@ def build_cpu_spec(
         env["XPUTUNE_HICACHE_STATS"] = os.path.abspath(stats_dir)
     if tp > max(1, numa_nodes) and "SGLANG_CPU_OMP_THREADS_BIND" not in os.environ:
         env["SGLANG_CPU_OMP_THREADS_BIND"] = omp_bind(cpus, tp)
+    if tp > 1 and NCCL_ENV not in os.environ:
+        env[NCCL_ENV] = NO_NCCL
+    core, core_notes = tree_core_env(env)
+    env.update(core)
     argv = [python, "-m", "sglang.launch_server", *merged.args]
-    return LaunchSpec(argv, env, merged.conflicts), notes
+    return LaunchSpec(argv, env, merged.conflicts, (*release_notes, *core_notes)), notes

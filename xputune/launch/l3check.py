@@ -5,7 +5,7 @@ library links it even over tcp) or with a segment its node cannot hold fails min
 deep in SGLang's startup log, or worse, serves without L3. These checks run first:
 
   - the master answers on HOST:PORT (a TCP connect, 2 s);
-  - the `mooncake` package is importable by this interpreter and libibverbs.so.1 loads;
+  - the `mooncake` package is there for SGLang's interpreter and libibverbs.so.1 loads;
   - each NUMA node can hold the L2 pools and segments registered there;
   - the file backend's folder exists, is a folder and is writable;
   - SGLang's own layout flag, when given, is one the backend runs (Mooncake rewrites
@@ -34,14 +34,26 @@ def _master_reachable(address: str) -> str | None:
         return f"the Mooncake master {address} does not answer ({exc.strerror or exc})"
 
 
-def _mooncake_missing() -> str | None:
+def _mooncake_missing(python: str | None = None, found: bool | None = None) -> str | None:
+    """Why the store cannot load: the package missing for SGLang's interpreter (`found`, from
+    the preflight; this interpreter's own when None), or libibverbs missing on this host."""
     import ctypes
     import importlib.util
+    import shlex
 
-    if importlib.util.find_spec("mooncake") is None:
+    if found is None:
+        found = importlib.util.find_spec("mooncake") is not None
+        python = None
+    if not found:
+        if python is None:
+            return (
+                "the mooncake package is not installed for this Python "
+                "(pip install mooncake-transfer-engine, or -non-cuda on a host without CUDA)"
+            )
         return (
-            "the mooncake package is not installed for this Python "
-            "(pip install mooncake-transfer-engine, or -non-cuda on a host without CUDA)"
+            f"the mooncake package is not installed for {shlex.quote(python)} "
+            f"(`{shlex.quote(python)} -m pip install mooncake-transfer-engine`, or -non-cuda "
+            "on a host without CUDA)"
         )
     try:
         ctypes.CDLL("libibverbs.so.1")
@@ -63,8 +75,16 @@ def _folder_problem(folder: str) -> str | None:
     return None
 
 
-def l3_preflight(plan: L3Plan, user_args: list[str], live: bool) -> tuple[list[str], list[str]]:
-    """(notes, refusals) for launching with `plan`'s L3 tier; `live`: the host is this one."""
+def l3_preflight(
+    plan: L3Plan,
+    user_args: list[str],
+    live: bool,
+    python: str | None = None,
+    mooncake: bool | None = None,
+) -> tuple[list[str], list[str]]:
+    """(notes, refusals) for launching with `plan`'s L3 tier; `live`: the host is this one;
+    `python` and `mooncake`: SGLang's interpreter and whether it has the mooncake package
+    (launch/preflight.py; None: ask this interpreter)."""
     notes: list[str] = [f"note: {n}" for n in plan.notes]
     notes += [f"warning: {w}" for w in plan.warnings]
     refusals: list[str] = []
@@ -76,7 +96,8 @@ def l3_preflight(plan: L3Plan, user_args: list[str], live: bool) -> tuple[list[s
                 "note: --hicache-mem-layout layer_first in ARGS: SGLang rewrites it to "
                 "page_first for mooncake (Mooncake never runs layer_first)"
             )
-        for problem in (_mooncake_missing(), _master_reachable(req.master or "127.0.0.1:50051")):
+        master = req.master or "127.0.0.1:50051"
+        for problem in (_mooncake_missing(python, mooncake), _master_reachable(master)):
             if problem:
                 refusals.append(problem)
     elif req.directory is not None and live:

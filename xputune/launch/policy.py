@@ -10,14 +10,27 @@ config.json); critical drift from the tuning profile refuses the launch unless -
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xputune.host import HostView
+from xputune.launch import preflight
 from xputune.launch.l3check import l3_preflight
-from xputune.launch.sglang import LaunchError, LaunchSpec, build_spec, user_value
+from xputune.launch.releases import Release
+from xputune.launch.sglang import (
+    LaunchError,
+    LaunchSpec,
+    build_spec,
+    for_release,
+    needs_plugin,
+    user_value,
+)
 from xputune.plan.host_plan import PlanRequest
 from xputune.topology.model import Topology
+
+if TYPE_CHECKING:
+    from xputune.plan.host_plan import HostPlan
+    from xputune.plan.l3 import L3Plan
 
 
 @dataclass
@@ -30,6 +43,9 @@ class Launch:
     refusals: list[str] = field(default_factory=list)
     #: The first refusal is critical drift from the profile (`xputune apply` fixes it).
     drifting: bool = False
+    #: What SGLang's environment lacks (sglang, the plugin, its version, a storage backend),
+    #: each with its fix: a real launch stops (exit 3), --force or not.
+    blockers: list[str] = field(default_factory=list)
 
 
 def refuse_recording(from_recording: bool, dry_run: bool, what: str = "SGLang") -> None:
@@ -102,11 +118,38 @@ class LaunchRequest:
     profile: str | None = None
     force: bool = False  # launch despite the refusals (drift, L3 preflight)
     stats_dir: str | None = None
+    python: str | None = None  # SGLang's interpreter (None: $XPUTUNE_SGLANG_PYTHON, else ours)
 
 
-def prepare(view: HostView, topo: Topology, req: LaunchRequest) -> Launch:
+def _sglang(
+    req: LaunchRequest, pending: preflight.Pending | None
+) -> tuple[preflight.Installed, Release, list[str]]:
+    """What SGLang's interpreter has, the release to write flags for, and the lines saying so."""
+    found = (pending or preflight.start(req.python)).result()
+    release, lines = preflight.release_of(found)
+    said = preflight.describe(found)
+    return found, release, ([said] if said else []) + lines
+
+
+def _blockers(
+    found: preflight.Installed, release: Release, spec: LaunchSpec, l3: L3Plan | None, cpu: bool
+) -> list[str]:
+    out = preflight.problems(found, plugin_needed=needs_plugin(spec.env), plain_ok=not cpu)
+    if l3 is not None and l3.request.backend not in release.storage_backends:
+        out.append(
+            f"sglang {release.version} has no storage backend {l3.request.backend} (it lists "
+            f"{', '.join(release.storage_backends)})"
+        )
+    return out
+
+
+def prepare(
+    view: HostView, topo: Topology, req: LaunchRequest, sglang: preflight.Pending | None = None
+) -> Launch:
     """The launch of SGLang on a card host. Launch.refusal is set when a real launch must not
-    go ahead (critical drift without allow_drift, an L3 tier that cannot work here)."""
+    go ahead (critical drift without allow_drift, an L3 tier that cannot work here), and
+    Launch.blockers when SGLang's environment lacks what it needs. `sglang`: the preflight of
+    SGLang's interpreter, already started (else it starts here)."""
     from xputune.plan.host_plan import plan_for_host
     from xputune.tune import engine
 
@@ -122,9 +165,11 @@ def prepare(view: HostView, topo: Topology, req: LaunchRequest) -> Launch:
             f"{len(critical)} critical setting(s) drift from profile {selection.profile.name}"
         )
     user_args = list(req.user_args)
-    spec = build_spec(plan, user_args, list(req.features))
+    found, release, release_lines = _sglang(req, sglang)
+    spec = build_spec(plan, user_args, list(req.features), found.python, release)
     if req.stats_dir:
         spec.env["XPUTUNE_HICACHE_STATS"] = os.path.abspath(req.stats_dir)
+    notes += release_lines + list(spec.notes)
     notes += [f"conflict: {c}" for c in spec.conflicts]
     notes += [f"warning: {w}" for w in (*tp_notes, *plan.bindings.warnings)]
     steps = [t.hicache_size_gb for t in plan.capacity.tiers]
@@ -137,15 +182,20 @@ def prepare(view: HostView, topo: Topology, req: LaunchRequest) -> Launch:
         + (f"; your --hicache-size {' '.join(yours)} is used instead" if yours else "")
     )
     if plan.l3 is not None:
-        l3_notes, l3_refusals = l3_preflight(plan.l3, user_args, view.live)
+        l3_notes, l3_refusals = l3_preflight(
+            plan.l3, user_args, view.live, found.python, found.mooncake
+        )
         notes += l3_notes
         refusals += l3_refusals
+    blockers = _blockers(found, release, spec, plan.l3, cpu=False)
     if req.force:
-        return Launch(spec, notes)
-    return Launch(spec, notes, refusals, bool(critical))
+        return Launch(spec, notes, blockers=blockers)
+    return Launch(spec, notes, refusals, bool(critical), blockers)
 
 
-def prepare_cpu(topo: Topology, req: LaunchRequest) -> Launch:
+def prepare_cpu(
+    topo: Topology, req: LaunchRequest, sglang: preflight.Pending | None = None
+) -> Launch:
     """The `--device cpu` launch: tier from this host's memory, CPU engine, plugin features.
 
     TP defaults to 1 here (SGLang's own default): the cards, if any, stay unused.
@@ -172,12 +222,14 @@ def prepare_cpu(topo: Topology, req: LaunchRequest) -> Launch:
         l3 = plan_prefill(topo, unbound_ranks(size), geometry, chosen.hicache_size_gb * GB, preq.l3)
     cpus = sorted(c for n in topo.numa_nodes for c in n.cpus)
     user_args = list(req.user_args)
+    found, release, release_lines = _sglang(req, sglang)
     spec, cpu_notes = build_cpu_spec(
         user_args=user_args, features=list(req.features), tp=size, tier=chosen,
         write_policy=preq.write_policy, numa_nodes=sum(1 for n in topo.numa_nodes if n.cpus),
-        cpus=cpus, shared=shared, stats_dir=req.stats_dir, python=sys.executable, l3=l3,
+        cpus=cpus, shared=shared, stats_dir=req.stats_dir, python=found.python, l3=l3,
+        release=release,
     )  # fmt: skip
-    notes = []
+    notes = release_lines + list(spec.notes)
     if topo.cards:
         notes.append(f"note: --device cpu: this host's {len(topo.cards)} card(s) stay unused")
     notes += [f"note: {n}" for n in cpu_notes]
@@ -194,7 +246,7 @@ def prepare_cpu(topo: Topology, req: LaunchRequest) -> Launch:
     )
     refusals: list[str] = []
     if l3 is not None:
-        l3_notes, refusals = l3_preflight(l3, user_args, True)
+        l3_notes, refusals = l3_preflight(l3, user_args, True, found.python, found.mooncake)
         notes += l3_notes
         # half the room is SGLang's own (device) pool, as cpu_tier plans it
         room = cpu_room(host_bytes, size) / 2 - chosen.hicache_size_gb * GB * size
@@ -204,4 +256,32 @@ def prepare_cpu(topo: Topology, req: LaunchRequest) -> Launch:
                 f"in this host's memory ({max(0.0, room) / GB:,.1f} GB left): lower "
                 "--l3-segment-gb or --tier"
             )
-    return Launch(spec, notes, [] if req.force else refusals)
+    blockers = _blockers(found, release, spec, l3, cpu=True)
+    return Launch(spec, notes, [] if req.force else refusals, blockers=blockers)
+
+
+def plan_document_for(plan: HostPlan, warnings: list[str], sglang: preflight.Pending) -> dict:
+    """`plan --format json`'s document, its flags as the release SGLang's interpreter has takes
+    them: `sglang_args` and `disaggregation_args` in that release's spellings, and `sglang`
+    saying which release, whether it was found or assumed, and what it makes of the flags."""
+    from xputune.plan.host_plan import plan_document
+
+    found = sglang.result()
+    release, lines = preflight.release_of(found)
+    said = preflight.describe(found)
+    lines = ([said] if said else []) + lines
+    args, notes = for_release(list(plan.sglang_args), [], release)
+    pd_args, pd_notes = for_release(
+        list(plan.pd_args), ["--disaggregation-mode", "prefill"], release
+    )
+    doc = plan_document(plan, warnings)
+    doc["sglang_args"] = args
+    doc["disaggregation_args"] = pd_args
+    doc["sglang"] = {
+        "release": release.version,
+        "tested": release.tested,
+        "installed": found.sglang,
+        "python": found.python,
+        "notes": [*lines, *notes, *(n for n in pd_notes if n not in notes)],
+    }
+    return doc

@@ -1,17 +1,17 @@
 """A server the sweep starts, waits for and stops.
 
-Each one is started through the launcher's command line (`python -m xputune launch sglang
-... -- ARGS`, the stable contract; launch/'s internals are not imported for this), as a child
-in a session of its own, so its process group holds SGLang's scheduler and detokenizer too.
-Ready means GET /server_info answers as SGLang. Stopping sends SIGTERM to the server (the
-group's leader) and waits a grace period (SGLang drains, then stops its own children), then
-SIGTERM to the group, then SIGKILL to what is left, and waits until no process of the group
-remains (see Server.stop).
-
-The baseline (HiCache off) cannot be asked of the launcher, which always turns HiCache on: it
-is the launcher's own dry-run line (`launch sglang --dry-run --features none`: environment and
-command) with --enable-hierarchical-cache, every --hicache-* flag and the cache plugin's
-switches taken out, run the same way.
+Its command is the launcher's (`python -m xputune launch sglang --dry-run ... -- ARGS`, the
+stable contract; launch/'s internals are not imported for this): one dry run per sweep, which
+runs every check of a launch (drift, the L3 preflight, and the preflight of SGLang's
+interpreter: its release, the plugin) and prints the environment and the command, refusals as
+"would refuse". Each step runs that command with its own L2 size and port (`sized_command`);
+the baseline (HiCache off, which the launcher cannot be asked for) runs it with
+--enable-hierarchical-cache, every --hicache-* flag and the cache plugin's switches taken out
+(`baseline_command`). A server runs as a child in a session of its own, so its process group
+holds SGLang's scheduler and detokenizer too. Ready means GET /server_info answers as SGLang.
+Stopping sends SIGTERM to the server (the group's leader) and waits a grace period (SGLang
+drains, then stops its own children), then SIGTERM to the group, then SIGKILL to what is left,
+and waits until no process of the group remains (see Server.stop).
 
 Logs go to files the sweep creates in a private 0700 directory (tempfile.mkdtemp).
 """
@@ -61,21 +61,43 @@ def _tail(path: Path, lines: int = 3) -> str:
 
 def without_hicache(flags: list[str]) -> list[str]:
     """SGLang flags with --enable-hierarchical-cache and every --hicache-* flag removed."""
-    from xputune.launch.sglang import split_flags
+    from xputune.launch.sglang import canonical, split_flags
 
     out: list[str] = []
     for name, values in split_flags(flags):
-        if name == "--enable-hierarchical-cache" or name.startswith("--hicache-"):
+        if canonical(name) == "--enable-hierarchical-cache" or name.startswith("--hicache-"):
             continue
         out += [name, *values]
     return out
 
 
-def dry_run(launch_opts: list[str], sglang_args: list[str]) -> tuple[list[str], dict[str, str]]:
-    """(argv, environment) the launcher would run, from its --dry-run line.
+def without(flags: list[str], names: tuple[str, ...]) -> list[str]:
+    """SGLang flags without the ones named (any spelling SGLang takes)."""
+    from xputune.launch.sglang import canonical, split_flags
+
+    out: list[str] = []
+    for name, values in split_flags(flags):
+        if canonical(name) not in names:
+            out += [name, *values]
+    return out
+
+
+@dataclass(frozen=True)
+class Command:
+    """The launcher's command: SGLang's interpreter and module, its flags, the environment
+    xputune sets (the process inherits the rest)."""
+
+    head: list[str]  # [python, "-m", "sglang.launch_server"]
+    flags: list[str]
+    env: dict[str, str]
+
+
+def dry_run(launch_opts: list[str], sglang_args: list[str]) -> Command:
+    """The command the launcher would run, from its --dry-run line.
 
     LaunchFailed with the launcher's own last line when it refuses, and when a real launch
-    would be refused (critical drift without --force: "would refuse: ...").
+    would be refused (critical drift without --force, what SGLang's environment lacks: "would
+    refuse: ...").
     """
     argv = launcher_argv(launch_opts, sglang_args, dry_run=True)
     try:
@@ -88,7 +110,7 @@ def dry_run(launch_opts: list[str], sglang_args: list[str]) -> tuple[list[str], 
         raise LaunchFailed(f"the launcher refused: {printable(last)[:300]}")
     refusal = [ln for ln in errors if ln.startswith("would refuse:")]
     if refusal:
-        raise LaunchFailed(f"the launcher {printable(refusal[0])[6:300]}")
+        raise LaunchFailed(f"the launcher {printable(refusal[0])[:300]}")  # would refuse: ...
     # the line is shell text, continued with " \\" where it is long (cli/output.shell_command)
     lines = [ln for ln in done.stdout.replace("\\\n", " ").splitlines() if ln.strip()]
     words = shlex.split(lines[-1]) if lines else []
@@ -99,15 +121,25 @@ def dry_run(launch_opts: list[str], sglang_args: list[str]) -> tuple[list[str], 
     if "sglang.launch_server" not in words:
         shown = printable(lines[-1])[:200] if lines else "nothing"
         raise LaunchFailed(f"the launcher's dry run printed no SGLang command: {shown}")
-    return words, env
-
-
-def baseline_command(launch_opts: list[str], sglang_args: list[str]) -> tuple[list[str], dict]:
-    """(argv, environment) of the launcher's dry-run line without HiCache."""
-    words, env = dry_run([*launch_opts, "--features", "none"], sglang_args)
-    env = {k: v for k, v in env.items() if not k.startswith("XPUTUNE_HICACHE_")}
     cut = words.index("sglang.launch_server") + 1
-    return [*words[:cut], *without_hicache(words[cut:])], env
+    return Command(words[:cut], words[cut:], env)
+
+
+#: What each step sets itself.
+STEP_FLAGS = ("--hicache-size", "--hicache-ratio", "--port")
+
+
+def sized_command(command: Command, step_args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of one HiCache step: the launcher's command with the step's L2 size
+    and port in place of its own."""
+    return [*command.head, *without(command.flags, STEP_FLAGS), *step_args], dict(command.env)
+
+
+def baseline_command(command: Command, step_args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of the baseline: the launcher's command without HiCache."""
+    env = {k: v for k, v in command.env.items() if not k.startswith("XPUTUNE_HICACHE_")}
+    flags = without_hicache(without(command.flags, STEP_FLAGS))
+    return [*command.head, *flags, *step_args], env
 
 
 @dataclass

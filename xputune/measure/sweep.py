@@ -40,7 +40,7 @@ from xputune.measure.serverproc import (
     Server,
     baseline_command,
     dry_run,
-    launcher_argv,
+    sized_command,
 )
 from xputune.userfiles import printable
 
@@ -231,13 +231,20 @@ class Progress:
     def done(self, step: Step) -> None: ...
 
 
-def check_args(sglang_args: list[str]) -> None:
-    """Refuse ARGS that would fight the sweep over what it sets per step."""
+def check_args(sglang_args: list[str], launch_opts: list[str] = ()) -> None:
+    """Refuse ARGS that would fight the sweep over what it sets per step, and launcher options
+    that describe another machine (the sweep starts its servers here)."""
     from xputune.launch.sglang import user_value
 
     for flag in ("--hicache-size", "--hicache-ratio"):
         if user_value(sglang_args, flag) is not None:
             raise XputuneError(f"sweep sets {flag} at every step: remove it from the SGLang ARGS")
+    for name in ("--root", "--example"):
+        if name in _options(list(launch_opts)):
+            raise XputuneError(
+                f"--launch-opt {name}: the sweep starts its servers on this host, and a "
+                "recording's bindings describe another machine"
+            )
 
 
 def run_sweep(
@@ -257,16 +264,19 @@ def run_sweep(
     stop_grace: float = 20.0,
     progress: Progress | None = None,
 ) -> SweepResult:
-    """Baseline (if asked), then each size until the plateau; every server stopped."""
+    """Baseline (if asked), then each size until the plateau; every server stopped.
+
+    The launcher runs once, as a dry run, before anything starts (its checks and the preflight
+    of SGLang's interpreter take seconds, not minutes): each step runs its command with the
+    step's size and port."""
     from xputune.launch.sglang import user_value
 
-    check_args(sglang_args)
+    check_args(sglang_args, launch_opts)
     progress = progress or Progress()
     host = (user_value(sglang_args, "--host") or ["127.0.0.1"])[0]
     given_port = user_value(sglang_args, "--port")
     extra = [] if user_value(sglang_args, "--host") else ["--host", host]
-    if sizes:  # the launcher's own checks, before anything starts (seconds, not minutes)
-        dry_run(launch_opts, [*sglang_args, *sizes[0].args()])
+    command = dry_run(launch_opts, [*sglang_args, *extra])
     logs = tempfile.mkdtemp(prefix="xputune-sweep-")
     plan: list[Size | None] = ([None] if baseline else []) + list(sizes)
     result = SweepResult([], None, None, None, logs)
@@ -274,15 +284,15 @@ def run_sweep(
     try:
         for i, size in enumerate(plan):
             label = "baseline" if size is None else size.label
-            port = int(given_port[0]) if given_port else server_port(host)
-            args = [*sglang_args, *extra, *([] if given_port else ["--port", str(port)])]
+            port = int(given_port[-1]) if given_port else server_port(host)
+            args = ["--port", str(port)]
             step = Step(label, size, os.path.join(logs, f"{i + 1}-{label}.log"))
             result.steps.append(step)
             progress.step(i + 1, len(plan), label)
             if size is None:
-                argv, env = baseline_command(launch_opts, args)
+                argv, env = baseline_command(command, args)
             else:
-                argv, env = launcher_argv(launch_opts, [*args, *size.args()]), {}
+                argv, env = sized_command(command, [*size.args(), *args])
             endpoint = Endpoint("http", host, port)
             if not _run_step(step, Server(argv, endpoint, Path(step.log), env), result, trace,
                              progress, load=load, block_tokens=block_tokens,

@@ -12,6 +12,7 @@ Three strategies, from the field report (docs/field-report.md, 2.4, 2.5 and 2.7)
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from xputune.errors import XputuneError
@@ -53,10 +54,16 @@ class Bindings:
 
     @property
     def ib_args(self) -> list[str]:
-        """--disaggregation-ib-device, one RDMA device per rank, when every rank has one."""
+        """--disaggregation-ib-device, one RDMA device per rank, when every rank has one.
+
+        A JSON object, rank -> device: SGLang reads a comma list as "these devices for every
+        GPU" (repeats dropped), and the per-GPU form as a map keyed by GPU id, which is the
+        rank in the visible order the plan sets.
+        """
         if not self.ranks or any(r.rdma is None for r in self.ranks):
             return []
-        return ["--disaggregation-ib-device", ",".join(r.rdma or "" for r in self.ranks)]
+        devices = {str(i): r.rdma for i, r in enumerate(self.ranks)}
+        return ["--disaggregation-ib-device", json.dumps(devices, separators=(",", ":"))]
 
     @property
     def visible_devices(self) -> str:

@@ -42,6 +42,9 @@ class HostPlan:
     env: dict[str, str]
     advice: StrategyAdvice  # the strategy this host and model call for, whatever was chosen
     l3: L3Plan | None = None
+    #: What a PD-disaggregation server (--disaggregation-mode prefill|decode) adds: the RDMA
+    #: device of each rank, which SGLang reads only there.
+    pd_args: tuple[str, ...] = ()
 
 
 def choose_tier(cap: Capacity, tier: str | None) -> Tier:
@@ -127,7 +130,7 @@ def make_plan(
         "--hicache-io-backend", io_backend,
         "--hicache-write-policy", write_policy,
     ]  # fmt: skip
-    args += bindings.numa_args + bindings.ib_args
+    args += bindings.numa_args
     visible = bindings.visible_devices
     env = {"CUDA_VISIBLE_DEVICES": visible}
     if "kunlunxin" in vendors:
@@ -138,7 +141,7 @@ def make_plan(
     advice = recommend_strategy(topo, geometry.tp, mla=geometry.attention == "mla")
     return HostPlan(
         geometry, bindings, cap, chosen, io_backend, write_policy, tuple(args), env, advice,
-        l3_plan,
+        l3_plan, tuple(bindings.ib_args),
     )  # fmt: skip
 
 
@@ -241,6 +244,7 @@ def plan_document(plan: HostPlan, warnings: list[str] = ()) -> dict:
             "effective_tokens": plan.tier.effective_tokens,
         },
         "sglang_args": list(plan.sglang_args),
+        "disaggregation_args": list(plan.pd_args),
         "env": plan.env,
         "warnings": [*warnings, *b.warnings],
         **({"l3": l3_document(plan.l3)} if plan.l3 is not None else {}),
