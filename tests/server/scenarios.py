@@ -5,11 +5,17 @@ random sequences of 300 tokens (S: 100), longer than --chunked-prefill-size 128,
 prompt is prefilled in chunks. The device pool holds 1024 tokens: four fresh 300-token
 prompts (B..E) evict whatever came before them from device memory.
 
-  off         count-once off, ghost off: X once; Y twice
+  off         count-once off, ghost off: X once; Y twice; B..E; X+S
   count_once  count-once on, ghost off: X once; Y twice; B..E; X+S
   on          count-once and ghost on: X once; A twice; B..E; A again; X+S
   tp_shared   MLA at --tp-size 2, --strategy shared (one host buffer for both ranks),
               write_through: A; B..E; A again
+  moved       a release the plugin was not written for: the newest environment posing as
+              sglang 0.5.99 whose LayerLoadingEvent.wait renamed its parameter (the async
+              lanes' target), under the Rust tree core (the user's choice), with every feature
+              asked for, write_through: A; B..E; A again
+Since 0.5.22 counts once by itself, "off" is the ghost list's baseline there; on 0.5.20 it is
+"count_once".
 Backups are the plugin's backup_tokens counter (tokens the cache decided to write to host),
 read before and after each step.
 """
@@ -22,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.server.server import Result, Server
+from xputune.sglang.targets import TREE_CORE_ENV
 
 LENGTH = 300
 BASE = "lifo,async,kernels,host-buffer"  # kernels serve the copies, host-buffer the host pool
@@ -52,33 +59,33 @@ def _evict(server: Server, p: dict[str, list[int]]) -> None:
     _last.pop(str(server.workdir), None)
 
 
-def run(kind: str, model: Path, workdir: Path) -> dict[str, Any]:
-    fn = {"off": _off, "count_once": _count_once, "on": _on, "tp_shared": _tp_shared}[kind]
+# The fake release of the "moved" scenario (tests/server/standin_site/sitecustomize.py).
+FAKE_RELEASE = "0.5.99"
+
+
+def run(kind: str, model: Path, workdir: Path, release: str) -> dict[str, Any]:
+    fn = {
+        "off": _off, "count_once": _count_once, "on": _on, "tp_shared": _tp_shared,
+        "moved": _moved,
+    }[kind]  # fmt: skip
     t0 = time.monotonic()
-    out = fn(model, workdir)
+    out = fn(model, workdir, release)
     out["seconds"] = round(time.monotonic() - t0, 1)
     return out
 
 
-def _off(model: Path, workdir: Path) -> dict[str, Any]:
-    p = prompts()
-    with Server(model, workdir, features=BASE) as server:
-        _, one, _ = _step(server, p["X"])
-        _, first, _ = _step(server, p["Y"])
-        _, second, stats = _step(server, p["Y"])
-        return {
-            "start_seconds": round(server.start_seconds, 1),
-            "one_request_backup": one,
-            "two_requests_backup": first + second,
-            "stats": stats,
-            "log": server.log(),
-            "standin_calls": server.standin_calls(),
-        }
+def _off(model: Path, workdir: Path, release: str) -> dict[str, Any]:
+    return _selective(Server(model, workdir, features=BASE, release=release))
 
 
-def _count_once(model: Path, workdir: Path) -> dict[str, Any]:
+def _count_once(model: Path, workdir: Path, release: str) -> dict[str, Any]:
+    return _selective(Server(model, workdir, features=BASE + ",count-once", release=release))
+
+
+def _selective(server: Server) -> dict[str, Any]:
+    """X once; Y twice; B..E; X+S: what one and two requests write, and X after eviction."""
     p = prompts()
-    with Server(model, workdir, features=BASE + ",count-once") as server:
+    with server:
         _, one, _ = _step(server, p["X"])
         _, first, _ = _step(server, p["Y"])
         _, second, _ = _step(server, p["Y"])
@@ -92,12 +99,13 @@ def _count_once(model: Path, workdir: Path) -> dict[str, Any]:
             "reseen_cached": revisit.cached,
             "stats": stats,
             "log": server.log(),
+            "standin_calls": server.standin_calls(),
         }
 
 
-def _on(model: Path, workdir: Path) -> dict[str, Any]:
+def _on(model: Path, workdir: Path, release: str) -> dict[str, Any]:
     p = prompts()
-    with Server(model, workdir, features=BASE + ",count-once,ghost") as server:
+    with Server(model, workdir, features=BASE + ",count-once,ghost", release=release) as server:
         _, one, _ = _step(server, p["X"])
         a_first, a1, _ = _step(server, p["A"])
         _, a2, _ = _step(server, p["A"])
@@ -122,13 +130,29 @@ def _on(model: Path, workdir: Path) -> dict[str, Any]:
         }
 
 
-def _tp_shared(model: Path, workdir: Path) -> dict[str, Any]:
-    p = prompts()
-    server = Server(
-        model, workdir, features="lifo,kernels,count-once,host-buffer",
-        write_policy="write_through",
-        extra_args=["--tp-size", "2"], launcher_args=["--strategy", "shared"],
+def _tp_shared(model: Path, workdir: Path, release: str) -> dict[str, Any]:
+    return _round_trip(
+        Server(
+            model, workdir, features="lifo,kernels,count-once,host-buffer",
+            write_policy="write_through", extra_args=["--tp-size", "2"],
+            launcher_args=["--strategy", "shared"], release=release,
+        )
     )  # fmt: skip
+
+
+def _moved(model: Path, workdir: Path, release: str) -> dict[str, Any]:
+    env = {"XPUTUNE_TEST_FAKE_RELEASE": FAKE_RELEASE, TREE_CORE_ENV: "rust"}
+    return _round_trip(
+        Server(
+            model, workdir, features=BASE + ",count-once,ghost", write_policy="write_through",
+            extra_env=env, release=release,
+        )
+    )  # fmt: skip
+
+
+def _round_trip(server: Server) -> dict[str, Any]:
+    """A; B..E; A again: the second A from host memory."""
+    p = prompts()
     with server:
         first = server.generate(p["A"])
         _evict(server, p)

@@ -1,5 +1,9 @@
 """One real `sglang.launch_server`, started through `xputune launch sglang`, on 127.0.0.1.
 
+Each server runs the SGLang release it is given, in that release's own environment
+(tests/sglang/releases.py): the launcher runs here, SGLang runs under `--python` of that
+environment, as it does for a user whose SGLang lives in another virtual environment.
+
 The server runs in its own session (process group), so stopping it by its pid also stops the
 engine's scheduler and detokenizer processes: SIGTERM to the group, then SIGKILL after a grace
 period. Every request goes over HTTP to 127.0.0.1; the plugin's counters come from the stats
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.sglang.releases import OLDEST, python_for
 from xputune.measure.ports import server_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,10 +66,11 @@ class Server:
     extra_env: dict[str, str] = field(default_factory=dict)
     launcher_args: list[str] = field(default_factory=list)
     max_total_tokens: int = 1024
+    release: str = OLDEST
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     start_seconds: float = 0.0
-    semaphores_before: frozenset[str] = frozenset()
+    shm_before: frozenset[str] = frozenset()
 
     @property
     def stats_dir(self) -> Path:
@@ -78,7 +84,8 @@ class Server:
         args = [
             sys.executable, "-m", "xputune", "launch", "sglang",
             "--write-policy", self.write_policy, "--features", self.features,
-            "--stats-dir", str(self.stats_dir), *LAUNCH_ARGS, *self.launcher_args, "--",
+            "--stats-dir", str(self.stats_dir), "--python", str(python_for(self.release)),
+            *LAUNCH_ARGS, *self.launcher_args, "--",
             "--model-path", str(self.model), "--device", DEVICE,
             "--host", "127.0.0.1", "--port", str(self.port),
             "--max-total-tokens", str(self.max_total_tokens),
@@ -106,7 +113,7 @@ class Server:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "standins").mkdir(exist_ok=True)
         self.port = self.port or server_port()
-        self.semaphores_before = _mp_semaphores()
+        self.shm_before = _shm_leftovers()
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -144,7 +151,7 @@ class Server:
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline:
                 if proc.poll() is not None and not _group_alive(proc.pid):
-                    _sweep_semaphores(self.semaphores_before)
+                    _sweep_shm(self.shm_before)
                     return
                 time.sleep(0.2)
 
@@ -269,12 +276,16 @@ def _group_alive(pgid: int) -> bool:
 
 
 SHM = Path("/dev/shm")
+# What a SIGKILLed server leaves in /dev/shm: Python multiprocessing's named semaphores, and
+# SGLang's own files (the loads report of every server, the message queue of a TP > 1 one),
+# which SGLang removes only in its own CI.
+LEFTOVERS = ("sem.mp-", "sglang_loads_", "sgl_shm_mq_")
 
 
-def _mp_semaphores() -> frozenset[str]:
-    """Named semaphores of Python's multiprocessing now in /dev/shm."""
+def _shm_leftovers() -> frozenset[str]:
+    """Names in /dev/shm a server may leave behind (LEFTOVERS), as they are now."""
     try:
-        return frozenset(p.name for p in SHM.iterdir() if p.name.startswith("sem.mp-"))
+        return frozenset(p.name for p in SHM.iterdir() if p.name.startswith(LEFTOVERS))
     except OSError:
         return frozenset()
 
@@ -291,13 +302,13 @@ def _mapped_shm_names() -> set[str]:
     return names
 
 
-def _sweep_semaphores(before: frozenset[str]) -> None:
-    """Remove the semaphores a SIGKILLed server left (its resource tracker died with it).
+def _sweep_shm(before: frozenset[str]) -> None:
+    """Remove what a stopped server left in /dev/shm (its resource tracker may have died).
 
     Only names that appeared while the server ran and that no live process maps: another
-    program's semaphore in use is never touched.
+    program's file in use is never touched.
     """
-    left = _mp_semaphores() - before
+    left = _shm_leftovers() - before
     if not left:
         return
     in_use = _mapped_shm_names()

@@ -1,5 +1,6 @@
-"""L3 in running sglang 0.5.20 servers on CPU, every server launched through
-`xputune launch sglang --l3 ...`, everything on 127.0.0.1 and stopped by pid.
+"""L3 in running sglang servers on CPU, on both ends of the supported range (0.5.20 and 0.5.23,
+each in its own environment), every server launched through `xputune launch sglang --l3 ...`,
+everything on 127.0.0.1 and stopped by pid.
 
   mooncake  one mooncake_master (started here), servers A and B on it over tcp: A serves a
             300-token prompt P; B, which never saw P, serves it from the pool (storage tokens,
@@ -88,26 +89,26 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path) -> None
     raise AssertionError(f"mooncake_master not listening on {port}")
 
 
-def _l3_server(model: Path, workdir: Path, l3: list[str]) -> Server:
+def _l3_server(model: Path, workdir: Path, l3: list[str], release: str) -> Server:
     # wait_complete: SGLang's default (timeout) gives up on a prefetch after 1 s + 0.25 s per
     # 1K tokens, which 300 one-token pages read on two busy cores can miss: a slow hit would
     # then read as a miss. The test is about what L3 holds, not how fast this box reads it.
     return Server(
         model, workdir, FEATURES, write_policy="write_through",
-        launcher_args=[*l3, "--l3-prefetch", "wait_complete"],
+        launcher_args=[*l3, "--l3-prefetch", "wait_complete"], release=release,
     )  # fmt: skip
 
 
-def _mooncake(model: Path, workdir: Path) -> dict[str, Any]:
+def _mooncake(model: Path, workdir: Path, release: str) -> dict[str, Any]:
     p = scenarios.prompts()
     with mooncake_master(workdir / "master") as master:
         l3 = ["--l3", "mooncake", "--l3-master", master, "--l3-protocol", "tcp",
               "--l3-segment-gb", "0.25", "--l3-host", "127.0.0.1"]  # fmt: skip
         # A stays up while B serves: P's pages live in the segment A mounted into the pool.
-        with _l3_server(model, workdir / "a", l3) as a:
+        with _l3_server(model, workdir / "a", l3, release) as a:
             a_first = a.generate(p["A"])
             a_stats = a.stats(settle=2.0)  # the backup to the pool is asynchronous
-            with _l3_server(model, workdir / "b", l3) as b:
+            with _l3_server(model, workdir / "b", l3, release) as b:
                 b_first = b.generate(p["A"])
                 b_fresh = b.generate(p["B"])
                 b_stats = b.stats()
@@ -118,11 +119,12 @@ def _mooncake(model: Path, workdir: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _file(model: Path, workdir: Path) -> dict[str, Any]:
+def _file(model: Path, workdir: Path, release: str) -> dict[str, Any]:
     p = scenarios.prompts()
     folder = workdir / "l3"
     folder.mkdir(parents=True)
-    with _l3_server(model, workdir / "s", ["--l3", "file", "--l3-dir", str(folder)]) as server:
+    l3 = ["--l3", "file", "--l3-dir", str(folder)]
+    with _l3_server(model, workdir / "s", l3, release) as server:
         first = server.generate(p["A"])
         files = _pages_written(folder, scenarios.LENGTH - 1)  # the backup is asynchronous
         # SGLang flushes only once no transfer is in flight: it waits up to 30 s for that
@@ -149,14 +151,15 @@ def _pages_written(folder: Path, want: int, limit: float = 90.0) -> list[str]:
 def l3_lane(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
     reason = _store_unavailable()
 
-    def get(kind: str, backend: str) -> dict[str, Any]:
+    def get(release: str, kind: str, backend: str) -> dict[str, Any]:
         if backend == "mooncake" and reason:
             pytest.skip(reason)
-        key = f"{kind}/{backend}"
+        key = f"{release}/{kind}/{backend}"
         if key not in _seen:
-            workdir = tmp_path_factory.mktemp(f"l3-{kind}-{backend}")
+            workdir = tmp_path_factory.mktemp(f"l3-{release}-{kind}-{backend}")
             t0 = time.monotonic()
-            _seen[key] = (_mooncake if backend == "mooncake" else _file)(models[kind], workdir)
+            run = _mooncake if backend == "mooncake" else _file
+            _seen[key] = run(models[kind], workdir, release)
             _seen[key]["seconds"] = round(time.monotonic() - t0, 1)
         return _seen[key]
 
@@ -168,10 +171,12 @@ def l3_lane(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_prompt_one_server_cached_is_a_storage_hit_on_another(l3_lane, kind: str) -> None:
-    run = l3_lane(kind, "mooncake")
+def test_a_prompt_one_server_cached_is_a_storage_hit_on_another(
+    l3_lane, release: str, kind: str
+) -> None:
+    run = l3_lane(release, kind, "mooncake")
     a, b, fresh = run["a"], run["b"], run["b_fresh"]
-    msg = f"{kind}: A {a}; B {b}; B's unseen prompt {fresh}"
+    msg = f"{release} {kind}: A {a}; B {b}; B's unseen prompt {fresh}"
     assert a.cached == 0, msg
     assert b.storage >= scenarios.LENGTH - 16 and b.device == 0, msg  # from A, via the pool
     assert b.output_ids == a.output_ids, msg
@@ -181,10 +186,12 @@ def test_a_prompt_one_server_cached_is_a_storage_hit_on_another(l3_lane, kind: s
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_the_page_first_operators_are_the_ones_the_servers_called(l3_lane, kind: str) -> None:
-    run = l3_lane(kind, "mooncake")
+def test_the_page_first_operators_are_the_ones_the_servers_called(
+    l3_lane, release: str, kind: str
+) -> None:
+    run = l3_lane(release, kind, "mooncake")
     a, b = run["a_stats"], run["b_stats"]
-    msg = f"{kind}: A {a}; B {b}"
+    msg = f"{release} {kind}: A {a}; B {b}"
     mla = "_mla" if kind == "mla" else ""
     assert a.get(f"kernel_transfer_kv_all_layer{mla}_lf_pf", 0) > 0, msg  # D2H into page_first
     assert b.get(f"kernel_transfer_kv_per_layer{mla}_pf_lf", 0) > 0, msg  # H2D out of it
@@ -194,10 +201,10 @@ def test_the_page_first_operators_are_the_ones_the_servers_called(l3_lane, kind:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_the_file_backend_round_trips_after_a_flush(l3_lane, kind: str) -> None:
-    run = l3_lane(kind, "file")
+def test_the_file_backend_round_trips_after_a_flush(l3_lane, release: str, kind: str) -> None:
+    run = l3_lane(release, kind, "file")
     first, again = run["first"], run["again"]
-    msg = f"{kind}: first {first}, after /flush_cache {again}, {len(run['files'])} files"
+    msg = f"{release} {kind}: first {first}, after /flush_cache {again}, {len(run['files'])} files"
     assert first.cached == 0, msg
     assert len(run["files"]) >= scenarios.LENGTH - 16, msg  # one .bin per page (page size 1)
     assert again.storage >= scenarios.LENGTH - 16 and again.device == 0, msg
@@ -205,7 +212,9 @@ def test_the_file_backend_round_trips_after_a_flush(l3_lane, kind: str) -> None:
 
 
 @pytest.mark.parametrize("backend", ["mooncake", "file"])
-def test_the_cpu_pinning_workaround_is_named_in_the_startup_line(l3_lane, backend: str) -> None:
-    log = l3_lane("mla", backend)["log"]
+def test_the_cpu_pinning_workaround_is_named_in_the_startup_line(
+    l3_lane, release: str, backend: str
+) -> None:
+    log = l3_lane(release, "mla", backend)["log"]
     lines = [ln for ln in log.splitlines() if "xputune cache plugin on sglang" in ln]
     assert lines and all("worked around: cpu_unpinned_pages" in ln for ln in lines), lines

@@ -1,5 +1,6 @@
-"""The L3 read's staging page on a CPU server: SGLang 0.5.20 pins it and dies; the plugin
-unpins the pool there, by behaviour (the pool's own allocation is tried first), not by version."""
+"""The L3 read's staging page on a CPU server: SGLang pins it and dies; the plugin unpins the
+pool there, by behaviour (pinning and the pool's own allocation are tried first), not by
+version or by the error's words (a CUDA build of torch says "no NVIDIA driver" instead)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ def test_a_fixed_release_passes_the_probe_and_nothing_changes(sgl: Any, monkeypa
     monkeypatch.setattr(
         type(pool), "get_dummy_flat_data_page", lambda self: sgl.torch.zeros(4), raising=True
     )
+    assert cpu_pages.unpin([pool]) == [] and pool.pin_memory is True
+
+
+def test_a_host_where_pinning_works_is_left_alone(sgl: Any, monkeypatch) -> None:
+    pool = host_pool(sgl, device_pool(sgl), pin_memory=True)
+    monkeypatch.setattr(cpu_pages, "_pinning_works", lambda: True)
     assert cpu_pages.unpin([pool]) == [] and pool.pin_memory is True
 
 
