@@ -21,15 +21,6 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])  # nobody listens once it is closed
 
 
-@pytest.fixture
-def listener():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(4)
-    yield f"127.0.0.1:{s.getsockname()[1]}"
-    s.close()
-
-
 def _words(out: str) -> list[str]:
     return shlex.split(out.replace("\\\n", " "))  # shell text, continued with " \\"
 

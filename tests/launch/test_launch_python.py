@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 
 import pytest
 
@@ -167,15 +166,6 @@ def test_an_untested_release_gets_flags_its_own_parser_takes(run_cli, tmp_path) 
     assert "warning: sglang 0.5.99 has no --numa-node: left out" in err
     assert f"warning: sglang 0.5.99 in {fake} is untested (supported: 0.5.20-0.5.23)" in err
     assert calls(tmp_path) == ["probe", "parser"]
-
-
-@pytest.fixture
-def listener():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(4)
-    yield f"127.0.0.1:{s.getsockname()[1]}"
-    s.close()
 
 
 def test_the_l3_backend_and_its_package_are_asked_of_sglangs_interpreter(

@@ -15,10 +15,12 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from xputune.sglang.targets import NEWEST, OLDEST, TESTED_SGLANG
+
+__all__ = ["NEWEST", "OLDEST", "RELEASES", "VENVS", "python_for", "unavailable", "venv_for"]
+
 ROOT = Path(__file__).resolve().parents[2]
-OLDEST = "0.5.20"
-NEWEST = "0.5.23"
-RELEASES = (OLDEST, NEWEST)
+RELEASES = TESTED_SGLANG
 VENVS = ROOT / ".venvs"
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OLDEST = "0.5.20"
-NEWEST = "0.5.23"
+from xputune.sglang.targets import NEWEST, OLDEST
+
 SUPPORTED_RANGE = f"{OLDEST}-{NEWEST}"
 
 #: The flags xputune emits or reads, by canonical name, with every spelling some release in

@@ -22,9 +22,11 @@ from typing import Any
 
 from xputune.errors import XputuneError
 
-# The releases the server lanes prove every feature on (the oldest and the newest supported).
-TESTED_SGLANG = ("0.5.20", "0.5.23")
-SUPPORTED_RANGE = "0.5.20 through 0.5.23"
+# The supported range; the server lanes prove every feature on both of its ends.
+OLDEST = "0.5.20"
+NEWEST = "0.5.23"
+TESTED_SGLANG = (OLDEST, NEWEST)
+SUPPORTED_RANGE = f"{OLDEST} through {NEWEST}"
 
 POOL_BASE = "sglang.srt.mem_cache.pool_host.base.HostKVCache"
 POOL_MLA_MODULE = "sglang.srt.mem_cache.pool_host.mla"
@@ -41,7 +43,7 @@ CONTROLLER = "sglang.srt.managers.cache_controller.HiCacheController"
 LAYER_EVENT = "sglang.srt.managers.cache_controller.LayerLoadingEvent"
 L2_MODULE = "sglang.srt.mem_cache.l2_transfer"
 L2_ENGINE = L2_MODULE + ".L2TransferEngine"
-# 0.5.21+: the per-layout table of copy operators an MLA host pool calls.
+# 0.5.23+: the per-layout table of copy operators an MLA host pool calls.
 KVCACHEIO_OPS = "sglang.srt.mem_cache.pool_host._kvcacheio.MLA_KVCACHEIO_OPS"
 TREE_CORE_ENV = "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"
 
