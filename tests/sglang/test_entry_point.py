@@ -51,28 +51,56 @@ def test_nothing_is_hooked_when_no_switch_is_on(
 
 
 def _plugin_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "xputune.sglang"]
+    """The plugin's WARNING lines: features that are off, said where the cache is built."""
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "xputune.sglang" and r.levelno == logging.WARNING
+    ]
+
+
+def _startup_line(sgl: Any, runtime: Any, caplog: pytest.LogCaptureFixture) -> str:
+    """Build the cache a server builds (the startup check runs on it); its startup line."""
+    from tests.sglang.world import World
+
+    with caplog.at_level(logging.INFO, logger="xputune.sglang"):
+        World(sgl, runtime)
+    (line,) = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith("xputune cache plugin on sglang")
+    ]
+    return line
 
 
 def test_a_changed_signature_turns_that_feature_off_in_one_line_and_the_rest_on(
-    sgl: Any, plugin: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    sgl: Any,
+    plugin: Any,
+    runtime: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    original = sgl.pool_base.HostKVCache.alloc
+
     def alloc(self: Any, need_size: int, pool: Any = None) -> Any:  # a future release's shape
-        return None
+        return original(self, need_size)
 
     monkeypatch.setattr(sgl.pool_base.HostKVCache, "alloc", alloc)
     monkeypatch.setenv("XPUTUNE_HICACHE_LIFO", "1")
     monkeypatch.setenv("XPUTUNE_HICACHE_KERNELS", "1")
+    monkeypatch.setenv("XPUTUNE_HICACHE_HOST_BUFFER", "1")
     with caplog.at_level(logging.WARNING, logger="xputune.sglang"):
         _load_through_sglang(sgl, monkeypatch)
-
-    (line,) = _plugin_lines(caplog)
-    assert line.startswith("xputune cache plugin: lifo off: " + POOL + ".alloc: signature is")
-    assert "(self, need_size, pool)" in line and "(self, need_size)" in line
+    assert _plugin_lines(caplog) == []  # said where the cache is built, not in every process
     assert sgl.pool_base.HostKVCache.alloc is alloc  # nothing of lifo was hooked
     hooks = plugin.installed()
     assert hooks is not None and not any(p.startswith(POOL + ".") for p in hooks.hooked)
-    assert any(p.endswith("MLATokenToKVPoolHost.__init__") for p in hooks.hooked)  # kernels on
+
+    startup = _startup_line(sgl, runtime, caplog)
+    (line,) = _plugin_lines(caplog)
+    assert line.startswith("xputune cache plugin: lifo off: " + POOL + ".alloc: signature is")
+    assert "(self, need_size, pool)" in line and "(self, need_size)" in line
+    assert ": kernels, host_alloc on; off: lifo (" + POOL + ".alloc: signature is" in startup
 
 
 def test_exit_mode_stops_at_the_first_feature_off_before_hooking_anything(
@@ -107,15 +135,25 @@ def test_a_global_the_body_no_longer_reads_turns_kernels_off(
 
     monkeypatch.setattr(cls, "backup_from_device_all_layer", backup_from_device_all_layer)
     monkeypatch.setenv("XPUTUNE_HICACHE_KERNELS", "1")
-    with caplog.at_level(logging.WARNING, logger="xputune.sglang"):
-        _load_through_sglang(sgl, monkeypatch)
-    (line,) = _plugin_lines(caplog)
-    assert "kernels off: " in line
-    assert "backup_from_device_all_layer: no longer calls transfer_kv_all_layer_mla" in line
+    monkeypatch.setenv("XPUTUNE_HICACHE_LIFO", "1")
+    _load_through_sglang(sgl, monkeypatch)
+    (choice,) = [c for c in plugin.decide(("kernels", "lifo")) if c.shape is None]
+    assert choice.feature == "kernels"
+    assert choice.problem.endswith(
+        "backup_from_device_all_layer: no longer calls transfer_kv_all_layer_mla, "
+        "transfer_kv_all_layer_mla_lf_pf, transfer_kv_direct, transfer_kv_all_layer_direct_lf_pf, "
+        "can_use_jit, so replacing that global would change nothing"
+    )
+    hooks = plugin.installed()
+    assert hooks is not None and POOL + ".alloc" in hooks.hooked  # lifo still on
 
 
 def test_an_untested_release_whose_one_target_moved_runs_every_other_feature(
-    sgl: Any, plugin: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    sgl: Any,
+    plugin: Any,
+    runtime: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A fake 0.5.99: no version check refuses it; the ghost list, whose eviction hook moved,
     is off with its line, and every other feature installs."""
@@ -127,24 +165,23 @@ def test_an_untested_release_whose_one_target_moved_runs_every_other_feature(
     monkeypatch.delattr(sgl.unified_radix_cache.UnifiedRadixCache, "_evict_device_leaf")
     for name in ("LIFO", "COUNT_ONCE", "GHOST", "KERNELS", "ASYNC", "HOST_BUFFER"):
         monkeypatch.setenv("XPUTUNE_HICACHE_" + name, "1")
-    with caplog.at_level(logging.WARNING, logger="xputune.sglang"):
-        _load_through_sglang(sgl, monkeypatch)
+    _load_through_sglang(sgl, monkeypatch)
+    startup = _startup_line(sgl, runtime, caplog)
     (line,) = _plugin_lines(caplog)
-    assert line == (
-        "xputune cache plugin: ghost off: " + UNIFIED + "._evict_device_leaf: not found in this "
-        "sglang (type object 'UnifiedRadixCache' has no attribute '_evict_device_leaf')"
+    why = (
+        UNIFIED + "._evict_device_leaf: not found in this sglang (type object "
+        "'UnifiedRadixCache' has no attribute '_evict_device_leaf')"
     )
-    hooks = plugin.installed()
-    assert hooks is not None
-    on = {c.feature for c in plugin.decide(plugin.PluginConfig.from_env().features()) if c.on}
-    assert on == {"lifo", "count_once", "kernels", "async", "host_alloc"}
+    assert line == "xputune cache plugin: ghost off: " + why
+    assert startup.startswith("xputune cache plugin on sglang 0.5.99" + release_note("0.5.99"))
+    assert ": lifo, count_once, kernels, async, host_alloc on; off: ghost (" + why + ")" in startup
     assert "untested" in release_note("0.5.99") and release_note("0.5.20") == ""
 
 
 def test_every_shape_the_installed_release_has_is_found_and_the_others_say_why(
     plugin: Any,
 ) -> None:
-    """On 0.5.20 every feature takes its 0.5.20 shape; the 0.5.21 shapes (count-once built
+    """On 0.5.20 every feature takes its 0.5.20 shape; the later shapes (count-once built
     in, the async engine's _submission) name the target that 0.5.20 lacks."""
     from xputune.sglang.targets import PluginRefused, check_targets
 

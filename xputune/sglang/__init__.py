@@ -20,7 +20,7 @@ switch on, "0" or empty leaves it off, any other value stops the process with on
   XPUTUNE_HICACHE_COUNT_ONCE=1  a request bumps a radix node's hit count once, not once per
                                 insert (cache_unfinished_req + cache_finished_req), so
                                 write_through_selective means "two distinct requests";
-                                built into sglang 0.5.21+, where nothing is hooked.
+                                built into sglang 0.5.22+, where nothing is hooked.
   XPUTUNE_HICACHE_GHOST=1       leaves dropped from L1 without a host copy go to a ghost list
                                 of page hashes; a later insert backs up exactly the prefix the
                                 list proves reused. Only acts under write_through_selective,

@@ -6,7 +6,7 @@ and every insert bumps the hit count of each node it walks: alone, the request r
 write_through_selective's threshold of 2, and the policy silently becomes write_through.
 
 Two shapes (targets.Shape), newest first:
-  - built in (0.5.21 and later): InsertParams carries `inserted_len`, the length the inserting
+  - built in (0.5.22 and later): InsertParams carries `inserted_len`, the length the inserting
     request already inserted, and the tree core counts only nodes past it, so a request counts
     each node once by itself. Nothing is hooked; the startup line says "built in".
   - 0.5.20: the hooks mark which request is inserting (around both cache_*_req methods of
@@ -118,6 +118,6 @@ def install(hooks: Hooks, cfg: PluginConfig) -> None:
 
 
 SHAPES = (
-    Shape("0.5.21", TARGETS_BUILTIN, builtin=True),
+    Shape("0.5.22", TARGETS_BUILTIN, builtin=True),
     Shape("0.5.20", TARGETS_0520, install),
 )

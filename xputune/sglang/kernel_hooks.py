@@ -2,7 +2,7 @@
 
 MLATokenToKVPoolHost and MHATokenToKVPoolHost (0.5.20 through 0.5.23) call their copy
 operators as module globals, imported from sgl_kernel.kvcacheio only when torch reports CUDA or
-HIP (and, from 0.5.21, from pool_host/_kvcacheio on Intel XPU). Which ones depends on
+HIP (and, from 0.5.23, from pool_host/_kvcacheio on Intel XPU). Which ones depends on
 --hicache-mem-layout and --hicache-io-backend (SERVED below):
   layer_first       kernel  transfer_kv_per_layer[_mla] (H2D, one layer), _all_layer[_mla] (D2H)
   page_first        kernel  transfer_kv_per_layer[_mla]_pf_lf, transfer_kv_all_layer[_mla]_lf_pf
@@ -20,7 +20,7 @@ staging buffers are dropped). Combinations not in SERVED (page_head, the Ascend 
 SGLang's own operators; the startup check (live.py) refuses them where those are missing,
 instead of letting the first copy crash.
 
-From 0.5.21 the release declares, per io backend and layout, which operators an MLA host pool
+From 0.5.23 the release declares, per io backend and layout, which operators an MLA host pool
 calls (pool_host/_kvcacheio.MLA_KVCACHEIO_OPS, and a class-level `_kvcacheio_ops` table on
 Intel XPU). That table is declarative: it names the operators and checks them at pool
 construction on Intel XPU only; on CPU and on CUDA (where Kunlunxin's torch poses) nothing in
@@ -99,7 +99,7 @@ _MHA_LOADS = ("transfer_kv_per_layer", "transfer_kv_per_layer_pf_lf", "transfer_
 _MHA_BACKUPS = ("transfer_kv_all_layer", "transfer_kv_all_layer_lf_pf", "transfer_kv_direct",
                 "transfer_kv_all_layer_direct_lf_pf")  # fmt: skip
 
-# __init__ is hooked after the fact (its parameters, which 0.5.21 changed from device_pool to
+# __init__ is hooked after the fact (its parameters, which 0.5.23 changed from device_pool to
 # buffer_info, do not matter); what does is that the copies still read can_use_jit.
 TARGETS = (
     Target(POOL_MLA + ".__init__"),
@@ -167,8 +167,8 @@ def module_kind(pool: Any) -> str:
 def declared_operators(pool: Any) -> Any:
     """The release's own {io backend: {layout: operators}} table for this pool, or None.
 
-    A class-level `_kvcacheio_ops` first (0.5.21+ on Intel XPU), then, for an MLA pool, the
-    release's MLA table (0.5.21+, every device); 0.5.20 has neither.
+    A class-level `_kvcacheio_ops` first (0.5.23+ on Intel XPU), then, for an MLA pool, the
+    release's MLA table (0.5.23+, every device); earlier releases have neither.
     """
     table = getattr(type(pool), "_kvcacheio_ops", None)
     if table is None and module_kind(pool) == "mla":

@@ -19,7 +19,8 @@ of it fits adds "; off: <feature> (<the target that moved>)". On a CPU server wh
 cannot allocate its L3 staging page (cpu_pages.py), the pool is unpinned and the line ends
 with "; worked around: cpu_unpinned_pages (<pool class>)".
 
-A feature that is hooked but cannot act on this cache is off the same way, with a WARNING line
+Each feature that is off (no shape of it fits this release, or it is hooked but cannot act on
+this cache) also gets one WARNING line, "xputune cache plugin: <feature> off: <why>"
 (XPUTUNE_HICACHE_ON_MISMATCH=exit: the server stops instead). A server that could not serve at
 all (no copy operators for its layout on this device) stops with one refusal line.
 """
@@ -174,11 +175,11 @@ def confirm(cache: Any) -> None:
         log.error("xputune cache plugin refused: %s", first)
         raise PluginRefused(first)
     not_acting = [_feature_and_reason(p) for p in problems]
-    for name, why in not_acting:
-        log.warning("xputune cache plugin: %s off: %s", name, why)
     acting = tuple(f for f in installed if f not in dict(not_acting))
     builtin = tuple(c.feature for c in choices if c.builtin)
     off = [(c.feature, c.problem) for c in choices if c.shape is None] + not_acting
+    for name, why in off:
+        log.warning("xputune cache plugin: %s off: %s", name, why)
     version = _settings["version"]
     controller = getattr(cache, "cache_controller", None)
     pools = [host_pool_of(cache), getattr(controller, "storage_host_pool", None)]

@@ -5,9 +5,11 @@ they registered. Our register() reads the launcher's switches; with none on it d
 Otherwise each switched-on feature is matched against the installed SGLang first (targets.py:
 the first of its shapes whose every target resolves with the parameters it was written
 against), and only then is anything registered, so a mismatch never leaves half a feature
-installed. A feature no shape fits is off with one line naming the target, and the rest are
-on; a release outside the tested range says so in the startup line. A feature the release
-does itself (count-once from 0.5.21) is "built in": nothing is hooked for it.
+installed. A feature no shape fits is off, and the rest are on: the process that builds the
+server's cache (the scheduler) says so in one WARNING line naming the target, and in its
+startup line (xputune.sglang.live), rather than every process SGLang loads the plugin in. A
+release outside the tested range says so in the startup line. A feature the release does
+itself (count-once from 0.5.22) is "built in": nothing is hooked for it.
 XPUTUNE_HICACHE_ON_MISMATCH=exit stops the process at the first feature that is off instead
 (SystemExit, which SGLang's plugin loader does not swallow).
 
@@ -70,12 +72,8 @@ def install(cfg: PluginConfig, registry: object = None) -> Hooks | None:
     check_targets(live.TARGETS)
     choices = decide(features)
     for choice in choices:
-        if choice.shape is None:
-            line = off_line(choice)
-            if cfg.on_mismatch == "exit":
-                raise PluginRefused(f"{choice.feature}: {choice.problem}")
-            # SGLang has not configured logging yet: a WARNING still reaches stderr.
-            log.warning("%s", line)
+        if choice.shape is None and cfg.on_mismatch == "exit":
+            raise PluginRefused(f"{choice.feature}: {choice.problem}")
     hooks = Hooks(registry)
     for choice in choices:
         if choice.on:
@@ -89,10 +87,6 @@ def install(cfg: PluginConfig, registry: object = None) -> Hooks | None:
         version, ", ".join(c.feature for c in choices if c.on),
     )  # fmt: skip
     return hooks
-
-
-def off_line(choice: Choice) -> str:
-    return f"xputune cache plugin: {choice.feature} off: {choice.problem}"
 
 
 def installed() -> Hooks | None:
