@@ -3,7 +3,7 @@
 The field report's fix (docs/field-report.md, 2.6).
 
 SGLang 0.5.20's radix cache bumps a node's hit count inside insert(), and one request is
-inserted twice (cache_unfinished_req, then cache_finished_req; 0.5.21 fixed this upstream).
+inserted twice (cache_unfinished_req, then cache_finished_req; 0.5.22 fixed this upstream).
 One request then reaches the write_through_selective threshold of 2 alone, and the policy
 silently becomes write_through. The gate below lets a request bump a node at most once while
 it is live.

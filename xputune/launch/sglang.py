@@ -147,8 +147,8 @@ def tree_core_env(env_vars: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     if chosen.strip().lower() == "python":
         return {}, []
     return {}, [
-        f"warning: your {TREE_CORE_ENV}={chosen} keeps the ghost list off (it hooks the Python tree "
-        "core; unset the variable to let the launcher select it)"
+        f"warning: your {TREE_CORE_ENV}={chosen} keeps the ghost list off (it hooks the "
+        "Python tree core; unset the variable to let the launcher select it)"
     ]
 
 
