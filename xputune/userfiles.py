@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from xputune.errors import XputuneError
 
 if TYPE_CHECKING:  # pathlib costs a probe ~4 ms of start-up (it imports urllib, ipaddress)
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 #: Caps on the whole file, per kind: far above any real file of the kind (they refuse junk,
@@ -207,6 +208,177 @@ def read_text(path: Path, what: str, limit: int = TEXT_MAX) -> str:
 
 def read_lines(path: Path, what: str, limit: int = TEXT_MAX) -> list[str]:
     return io.StringIO(read_text(path, what, limit)).readlines()  # split at newlines only
+
+
+# -------------------------------------------------------------------------------- traces
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+ZSTD_FEED = 1024  # compressed bytes given to the zstd decoder at a time
+
+
+class CountingReader:
+    """A binary file that reports each read's size to `advance` (for progress over a file).
+
+    Wrap the raw file before any decompression so the total is the file's size on disk
+    (open_trace does, given `on_read`).
+    """
+
+    def __init__(self, raw: Any, advance: Callable[[int], None]) -> None:
+        self._raw = raw
+        self._advance = advance
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self._advance(len(data))
+        return data
+
+    def read1(self, size: int = -1) -> bytes:
+        data = self._raw.read1(size)
+        self._advance(len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._raw.readinto(buffer) or 0
+        self._advance(n)
+        return n
+
+    def readline(self, size: int = -1) -> bytes:
+        data = self._raw.readline(size)
+        self._advance(len(data))
+        return data
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b"")
+
+    def __enter__(self) -> CountingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._raw.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+class _ZstdFrames(io.RawIOBase):
+    """zstd frames, one after another, decompressed from `raw` ZSTD_FEED bytes at a time, so
+    what one read holds stays bounded (a zstd block expands up to 32,768 times: 1 KiB in,
+    32 MiB out at most), and a stream that ends inside a frame is refused (EOFError):
+    zstandard's own stream_reader ends such a stream quietly, short."""
+
+    def __init__(self, raw: Any, zstandard: Any) -> None:
+        super().__init__()
+        self._raw = raw
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self._frame: Any = None  # the frame being read; None between frames
+        self._out = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._out:
+            data = self._raw.read(ZSTD_FEED)
+            if not data:
+                if self._frame is not None:
+                    raise EOFError("the zstd stream ends inside a frame (truncated)")
+                return 0
+            self._out = memoryview(self._decompress(data))
+        n = min(len(buffer), len(self._out))
+        buffer[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
+
+    def _decompress(self, data: bytes) -> bytes:
+        parts = []
+        while data:
+            if self._frame is None:
+                self._frame = self._new()
+            parts.append(self._frame.decompress(data))
+            data = b""
+            if self._frame.eof:  # what follows is the next frame
+                data, self._frame = self._frame.unused_data, None
+        return b"".join(parts)
+
+
+class TraceStream:
+    """A trace's bytes, decompressed: what open_trace gives. read, readline and seek pass
+    through; a truncated or corrupt compressed stream (or the disk failing under it) is one
+    XputuneError naming the file, never a zlib or zstd traceback. Closing it closes the file."""
+
+    def __init__(self, inner: Any, file: Any, path: Path | str, broken: tuple) -> None:
+        self._inner, self._file, self._path, self._broken = inner, file, path, broken
+
+    def _fail(self, exc: BaseException) -> XputuneError:
+        reason = printable(str(exc) or type(exc).__name__)[:200]
+        return XputuneError(f"{_shown(self._path)}: cannot read the trace ({reason})")
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._inner.read(size)
+        except self._broken as exc:
+            raise self._fail(exc) from None
+
+    def readline(self, size: int = -1) -> bytes:
+        try:
+            return self._inner.readline(size)
+        except self._broken as exc:
+            raise self._fail(exc) from None
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """Back to the start (a sampled curve reads a trace twice): plain and gzip only."""
+        try:
+            return self._inner.seek(offset, whence)
+        except self._broken as exc:
+            raise self._fail(exc) from None
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._file.close()
+
+    def __enter__(self) -> TraceStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_trace(path: Path, on_read: Callable[[int], None] | None = None) -> TraceStream:
+    """A request trace, the one opener of every command that reads one (tiers, replay,
+    sweep): plain, gzip (the standard library) or zstd (the `zstd` extra), told apart by
+    their magic bytes, never by the name. The file is opened as open_binary opens it (a
+    regular file only; no cap on the whole: a trace is streamed, and its readers bound each
+    line). `on_read` hears of every byte read from the file on disk (before decompression),
+    so a progress bar over the file's size ends at 100% whatever the compression."""
+    import zlib
+
+    fh = open_binary(path, "trace")
+    try:
+        magic = fh.peek(4)[:4]
+        raw: Any = fh if on_read is None else CountingReader(fh, on_read)
+        broken: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
+        inner: Any = raw
+        if magic[:2] == GZIP_MAGIC:
+            import gzip
+
+            inner = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif magic == ZSTD_MAGIC:
+            try:
+                import zstandard
+            except ImportError:
+                raise XputuneError(
+                    f"{_shown(path)} is zstd-compressed: pip install 'xputune[zstd]', or "
+                    "decompress it"
+                ) from None
+            inner = io.BufferedReader(_ZstdFrames(raw, zstandard), 1 << 16)
+            broken += (zstandard.ZstdError,)
+    except BaseException:
+        fh.close()
+        raise
+    return TraceStream(inner, fh, path, broken)
 
 
 # ---------------------------------------------------------------------------------- JSON

@@ -257,7 +257,7 @@ def test_progress_is_silent_when_not_a_terminal(capsys) -> None:
 def test_counting_reader_reports_every_byte(tmp_path: Path) -> None:
     import gzip
 
-    from xputune.cli.output import CountingReader
+    from xputune.userfiles import CountingReader
 
     path = tmp_path / "t.jsonl.gz"
     path.write_bytes(gzip.compress(b'{"a": 1}\n' * 1000))

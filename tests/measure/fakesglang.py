@@ -5,8 +5,9 @@ Protocol (as measured on a real 0.5.20 server): GET /server_info (the resolved s
 max_total_num_tokens, max_req_input_len, version), GET /health, POST /generate with
 input_ids; "stream": true answers `data: {...}` SSE lines over chunked HTTP/1.1 (output_ids
 so far, meta_info with prompt_tokens, completion_tokens, cached_tokens and, when something
-was cached, cached_tokens_details {"device", "host"}), then `data: [DONE]`. A prompt over the
-limit is one aborted chunk (HTTP 200) when streamed, HTTP 400 otherwise; an empty one 400.
+was cached, cached_tokens_details {"device", "host"}), then `data: [DONE]`. A prompt at or over
+max_req_input_len is one aborted chunk (HTTP 200) when streamed, HTTP 400 otherwise; an empty
+one 400.
 
 Cache: token-level prefix LRU. L1 holds `device_tokens` tokens, L2 (with HiCache) host
 tokens as SGLang sizes them (ratio x L1, or --hicache-size GB / bytes per token), written
@@ -246,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
         if any(t >= fake.vocab or t < 0 for t in ids):
             self._json(400, {"error": {"message": "token id out of the vocabulary"}})
             return
-        if len(ids) > fake.max_prompt:
+        if len(ids) >= fake.max_prompt:  # SGLang: len(input_ids) >= max_req_input_len
             why = f"Input length ({len(ids)} tokens) exceeds the maximum allowed length"
             if not stream:
                 self._json(400, {"error": {"message": why}})

@@ -55,7 +55,8 @@ def test_the_measured_part() -> None:
     records.append(_record(5, 100, 0, error="aborted by the server: too long", ttft=None))
     m = measured(records, elapsed=2.0)
     assert m["requests"] == {"sent": 6, "completed": 5, "failed": 1}
-    assert m["errors"] == [{"error": "aborted by the server: too long", "count": 1}]
+    why = "aborted by the server: too long"
+    assert m["errors"] == [{"error": why, "count": 1, "example": why, "first_line": 6}]
     assert m["tokens"]["input"] == 500 and m["tokens"]["cached_device"] == 100
     assert m["ttft_ms"]["p50"] == 10.0 and m["e2e_ms"]["p50"] == 20.0
     assert m["throughput"] == {

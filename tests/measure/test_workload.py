@@ -95,15 +95,38 @@ def test_a_line_past_the_bound_is_refused(monkeypatch) -> None:
 
 def test_scaling_truncation_and_output_caps() -> None:
     trace = read_slice(_mooncake(ROWS))
-    w = build_workload(trace, block_tokens=8, max_prompt=20, max_output=100)
+    w = build_workload(trace, block_tokens=8, max_req_input_len=21, max_output=100)
     first, second, third = w.requests
     assert first.tokens == (8, 8, 2)  # 76 of 512 tokens -> ceil(76 * 8 / 512) = 2
     assert second.tokens == (8, 2)  # 88 -> 2
-    assert third.tokens == (8, 8, 4) and third.prompt_tokens == 20  # 24 cut to 20
-    assert third.ids == (0, 1, 2)
-    assert (first.output, second.output, third.output) == (5, 100, 1)
-    assert (w.truncated, w.outputs_capped, w.outputs_missing) == (1, 1, 1)
+    assert third.tokens == (8, 8, 4) and third.prompt_tokens == 20  # 24 cut to 21 - 1
+    assert third.ids == (0, 1, 2) and w.longest_prompt == 20
+    # 900 asked: 100 by --max-output, then 21 + 5 - 10 - 1 = 15, what SGLang generates
+    assert (first.output, second.output, third.output) == (5, 15, 1)
+    assert (w.truncated, w.outputs_capped, w.outputs_missing, w.outputs_limited) == (1, 1, 1, 1)
     assert w.block_tokens == 8 and w.trace_block == 512
+
+
+@pytest.mark.parametrize("max_req_input_len", [2, 3, 17, 1018])
+def test_prompts_stay_under_sglangs_own_limit(max_req_input_len: int) -> None:
+    """SGLang aborts len(input_ids) >= max_req_input_len: a prompt one token shorter is kept
+    whole, one of exactly max_req_input_len tokens loses its last token, and no request asks
+    for more output than max_req_len - prompt - 1 (max_req_len = max_req_input_len + 5)."""
+    from xputune.measure.workload import longest_output, longest_prompt
+
+    assert longest_prompt(max_req_input_len) == max_req_input_len - 1
+    lengths = (max_req_input_len - 1, max_req_input_len, 10 * max_req_input_len)
+    rows = [
+        {"input_length": n, "output_length": 512, "hash_ids": [100 * i + j for j in
+                                                                range(-(-n // 512))]}
+        for i, n in enumerate(lengths)
+    ]  # fmt: skip
+    w = build_workload(read_slice(_mooncake(rows)), max_req_input_len=max_req_input_len)
+    assert [r.prompt_tokens for r in w.requests] == [max_req_input_len - 1] * 3
+    assert w.truncated == 2
+    for r in w.requests:
+        assert r.output == longest_output(max_req_input_len, r.prompt_tokens) == 5
+        assert r.prompt_tokens + r.output <= max_req_input_len + 5 - 1
 
 
 @settings(max_examples=100, deadline=None)
@@ -127,10 +150,11 @@ def test_scaled_requests_keep_their_block_prefixes(rows, n: int, limit: int) -> 
     for row in lines:
         row["hash_ids"] = [hash(tuple(row["hash_ids"][: j + 1])) & 0xFFFF for j in
                            range(len(row["hash_ids"]))]  # fmt: skip
-    w = build_workload(read_slice(_mooncake(lines)), block_tokens=n, max_prompt=limit)
+    w = build_workload(read_slice(_mooncake(lines)), block_tokens=n, max_req_input_len=limit + 1)
     bodies = [json.loads(w.body(r, VOCAB, stream=False))["input_ids"] for r in w.requests]
     for r, body in zip(w.requests, bodies, strict=True):
-        assert len(body) == r.prompt_tokens <= limit
+        assert len(body) == r.prompt_tokens <= limit  # SGLang refuses >= limit + 1
+        assert r.output >= 1 and r.prompt_tokens + r.output <= limit + 1 + 4
         assert all(1 <= t <= n for t in r.tokens)
     for a, ba in zip(w.requests, bodies, strict=True):
         for b, bb in zip(w.requests, bodies, strict=True):

@@ -248,7 +248,7 @@ def test_unwritable_plot_is_refused_before_the_trace_is_read(
 def test_trace_progress_counts_the_bytes_on_disk(tmp_path: Path, compress: str) -> None:
     import gzip
 
-    from xputune.cli.plan_cmds import _open_trace
+    from xputune.userfiles import open_trace
 
     path = _trace(tmp_path)
     if compress == "gzip":
@@ -256,6 +256,6 @@ def test_trace_progress_counts_the_bytes_on_disk(tmp_path: Path, compress: str) 
         packed.write_bytes(gzip.compress(path.read_bytes()))
         path = packed
     seen: list[int] = []
-    with _open_trace(path, seen.append) as stream:
+    with open_trace(path, seen.append) as stream:
         text = stream.read()
     assert text.startswith(b'{"timestamp": 0') and sum(seen) == path.stat().st_size

@@ -16,6 +16,16 @@ measured on this slice, 0.5.23's L2 at 4x serves 1.0 point more than the model a
 0.1 point less (the totals 1.2 points above and 0.1 point above), deterministic run after run.
 A synthesized token shared by chance (1 in the token range's span per divergence) can add a
 token. XPUTUNE_MEASURE_REPORT=<file> writes both documents as JSON.
+
+The sweep's x16 holds the slice's whole working set as x8 does (L1 + L2 past the curve's
+saturation, 8,208 tokens): the two serve the same hits request by request, and the sweep must
+call that "no difference beyond noise", while x2 -> x4 -> x8 rise beyond noise.
+
+The limit: SGLang's scheduler refuses len(input_ids) >= max_req_input_len (1018 on the lane's
+1024-token pool), so the longest prompt it takes is 1017 tokens; the boundary is asked of the
+server itself, and the issue's run (unscaled 512-token blocks, 87 of 100 prompts longer than
+that) completes every request, while the same run with prompts forced 300 tokens past the
+limit (a test-only cut) ends with 10 and the count.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ import os
 import shlex
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +96,70 @@ def test_replay_of_a_real_slice_beside_the_prediction(
     _check_against_prediction(doc, "replay")
 
 
+def _generate(port: int, ids: list[int], max_new_tokens: int) -> tuple[int, dict[str, Any]]:
+    """POST /generate (not streamed): the HTTP status and the answer, as SGLang gives them."""
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": max_new_tokens,
+            "temperature": 0, "ignore_eos": True}}  # fmt: skip
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/generate", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return int(resp.status), json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), json.loads(exc.read() or b"{}")
+
+
+def test_prompts_at_sglangs_own_limit(
+    models, tmp_path: Path, run_cli, monkeypatch, release: str
+) -> None:
+    from xputune.cli import exits
+    from xputune.measure import workload
+
+    server = Server(models["mha"], tmp_path, features=FEATURES, write_policy="write_through",
+                    release=release)  # fmt: skip
+    url_args = ["--trace", SLICE, "-n", "100", "--token-range", "10:500", "-f", "json"]
+    with server:
+        url = f"http://127.0.0.1:{server.port}"
+        limit = server._get("/server_info")["max_req_input_len"]
+        longest = workload.longest_prompt(limit)
+        ids = [10 + (7 * i) % 490 for i in range(longest + 1)]
+        at = _generate(server.port, ids[:longest], workload.longest_output(limit, longest))
+        past = _generate(server.port, ids, 1)
+        issue = run_cli("replay", "--url", url, *url_args, "--per-request")  # open loop
+        with monkeypatch.context() as patch:
+            patch.setattr(workload, "longest_prompt", lambda limit: limit + 300)
+            forced = run_cli("replay", "--url", url, *url_args, "-c", "4")
+        log = server.tail()
+    join_stops()
+    assert limit == 1018, limit  # min(context 4096, pool 1024) - 1 - 5
+    status, doc = at
+    assert status == 200, (doc, log)
+    meta = doc["meta_info"]
+    assert meta["prompt_tokens"] == longest and meta["completion_tokens"] == 5, meta
+    status, doc = past
+    assert status == 400, (doc, log)
+    assert f"Input length ({limit} tokens) exceeds the maximum allowed length ({limit} tokens)" \
+        in doc["error"]["message"]  # fmt: skip
+    code, out, err = issue
+    assert code == exits.OK, f"{err}\n{log}"
+    doc = json.loads(out)
+    _save(f"limit {release}", doc)
+    assert doc["valid"] and doc["measured"]["requests"] == {"sent": 100, "completed": 100,
+                                                            "failed": 0}  # fmt: skip
+    assert doc["trace"]["truncated_prompts"] == 87 and doc["trace"]["longest_prompt"] == longest
+    assert max(r["prompt_tokens"] for r in doc["per_request"]) == longest
+    assert all(r["output_tokens"] >= 1 for r in doc["per_request"])
+    code, out, err = forced
+    assert code == exits.MEASUREMENT, f"{err}\n{log}"
+    doc = json.loads(out)
+    _save(f"limit forced {release}", doc)
+    failed = doc["measured"]["requests"]["failed"]
+    assert not doc["valid"] and failed == 87, doc["measured"]["errors"]
+    assert doc["invalid_reasons"][0].startswith("87 of 100 requests failed (13.0% completed")
+    assert doc["measured"]["errors"][0]["count"] == 87
+    assert "exceeds the maximum allowed length" in doc["measured"]["errors"][0]["error"]
+
+
 def test_sweep_three_sizes_on_real_servers(
     models, tmp_path: Path, run_cli, monkeypatch, release: str
 ) -> None:
@@ -97,7 +173,7 @@ def test_sweep_three_sizes_on_real_servers(
     assert str(STANDIN_SITE) in os.environ["PYTHONPATH"] and sys.executable
     launch = shlex.join(["--write-policy", "write_through", "--features", FEATURES, *LAUNCH_ARGS])
     code, out, err = run_cli(
-        "sweep", "--trace", SLICE, "--sizes", "x2,x4,x8", "--min-gain", "0",
+        "sweep", "--trace", SLICE, "--sizes", "x2,x4,x8,x16", "--min-gain", "0",
         "--block-tokens", "1", "-c", "1", "--max-output", "1", "-f", "json",
         "--launch-opt", launch, "--python", str(python_for(release)), "--",
         "--model-path", str(models["mla"]), "--device", DEVICE, "--max-total-tokens", "1024",
@@ -108,14 +184,39 @@ def test_sweep_three_sizes_on_real_servers(
     _save(f"sweep {release}", doc)
     steps = doc["steps"]
     timing = {s["label"]: s["timing_s"] for s in steps}
-    assert [s["label"] for s in steps] == ["x2", "x4", "x8"], timing
+    assert [s["label"] for s in steps] == ["x2", "x4", "x8", "x16"], timing
     totals = []
     for step in steps:
         m = step["measured"]
         assert m["requests"]["completed"] == 400, (step["label"], m["errors"])
+        assert step["valid"] and step["invalid_reasons"] == []
         assert step["server"]["host_tokens"] == 1024 * int(step["label"][1:]) + 1
         _check_against_prediction(step, step["label"])
         totals.append(m["hit_rate"]["total"])
+        got = m["intervals"]["hit_rate"]["total"]  # every step carries its interval
+        assert got["low"] <= m["hit_rate"]["total"] <= got["high"], got
+        ttft = m["intervals"]["ttft_mean_ms"]
+        assert ttft["low"] <= m["ttft_ms"]["mean"] <= ttft["high"], ttft
     assert totals[0] < totals[1] < totals[2], (totals, timing)  # as predicted: L2 pays here
-    assert doc["knee"] is not None and doc["plateau_rule"]["stops_at"] == "x8"
+    assert doc["valid"] and doc["noise"]["requests"] == 400
+    rises = {(d["from"], d["to"]): d for d in doc["differences"]}
+    for pair in (("x2", "x4"), ("x4", "x8")):  # real differences, with their intervals
+        rate = rises[pair]["hit_rate"]
+        assert rate["beyond_noise"] and 0 < rate["low"] <= rate["value"] <= rate["high"], rate
+    same = rises["x8", "x16"]  # both past saturation: the same hits
+    assert not same["hit_rate"]["beyond_noise"], same
+    assert same["hit_rate"]["low"] <= 0 <= same["hit_rate"]["high"], same
+    assert same["verdict"] in (
+        "no difference beyond noise",
+        "TTFT differs without a hit difference beyond noise",
+    ), same
+    for d in doc["differences"]:  # a TTFT difference is whatever the host gave: said either way
+        t = d["ttft_mean_ms"]
+        assert t["beyond_noise"] == (not t["low"] <= 0 <= t["high"]), d
+    assert doc["knee"] is not None and doc["knee"]["rise"]["beyond_noise"], doc["knee_verdict"]
+    rule = doc["plateau_rule"]
+    assert rule["stops_at"] in ("x8", "x16"), rule  # --min-gain 0: equal steps go on
+    assert rule["measurements_prefer"] not in ("x8", "x16"), rule  # they serve alike: tied
+    if rule["measurements_prefer"] is None:
+        assert len(rule["within_noise_of_best"]) > 1, rule
     assert doc["notes"] and not doc["interrupted"] and doc["error"] is None

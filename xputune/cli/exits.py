@@ -19,6 +19,7 @@ JOURNAL = 6
 VERIFY = 7
 ROLLED_BACK = 8
 ROLLBACK_INCOMPLETE = 9
+MEASUREMENT = 10
 INTERRUPTED = 130
 PIPE = 141
 
@@ -38,6 +39,8 @@ MEANINGS: dict[int, str] = {
     ROLLED_BACK: "a step failed; everything already changed was rolled back",
     ROLLBACK_INCOMPLETE: "some original values could not be restored; the journal is kept so "
     "rollback can be retried",
+    MEASUREMENT: "the run did not measure what it says: requests failed beyond the threshold "
+    "(--min-completion), or none completed; the result says how many and why",
     INTERRUPTED: "interrupted (Ctrl-C); what was changed is rolled back",
     PIPE: "the output pipe closed early",
 }

@@ -36,7 +36,7 @@ class TraceFormat(StrEnum):
 TRACE = Opt(
     "trace",
     ("--trace",),
-    "Request trace (JSON lines, plain or gzip): Mooncake "
+    "Request trace (JSON lines, plain, gzip or zstd): Mooncake "
     "(hash_ids, timestamp, output_length) or the generic format.",
     kind="path",
     metavar="FILE",
@@ -55,8 +55,9 @@ TRACE_OPTIONS = (
         max=MAX_REQUESTS, default=0),
     Opt("requests", ("--requests", "-n"), "Send at most this many requests.", kind="int",
         min=1, max=MAX_REQUESTS),
-    Opt("duration", ("--duration",), "Stop sending after this many seconds (what is in "
-        "flight finishes).", kind="float", min=0.0, max=MAX_SECONDS, metavar="SECONDS"),
+    Opt("duration", ("--duration",), "A hard end: nothing is sent after this many seconds, "
+        "and what is in flight gets at most --timeout more, then counts as not completed.",
+        kind="float", min=0.0, max=MAX_SECONDS, metavar="SECONDS"),
     Opt("concurrency", ("--concurrency", "-c"), "Closed loop: this many requests at once, "
         "each sent when one finishes. Default: open loop at the trace's timestamps.",
         kind="int", min=1, max=MAX_REQUESTS),
@@ -74,8 +75,12 @@ TRACE_OPTIONS = (
     Opt("host_tokens", ("--host-tokens",), "L2 (host pool) size in tokens, when the server's "
         "cannot be worked out here (--hicache-size without a readable config.json).",
         kind="int", min=0, max=1 << 50),
-    Opt("timeout", ("--timeout",), "Seconds one request may go without a byte.",
-        kind="float", min=0.001, max=MAX_SECONDS, default=600.0, metavar="SECONDS"),
+    Opt("timeout", ("--timeout",), "Seconds one request may take in all, from its send to "
+        "its last byte (a stream that never ends or trickles fails at it).", kind="float",
+        min=0.001, max=MAX_SECONDS, default=600.0, metavar="SECONDS"),
+    Opt("min_completion", ("--min-completion",), "Percent of the requests sent that must "
+        "complete for the run to count (exit 10 below it, or when none completes).",
+        kind="float", min=0.0, max=100.0, default=100.0, metavar="PERCENT"),
 )  # fmt: skip
 REPLAY = Command(
     ("replay",),
@@ -89,6 +94,7 @@ REPLAY = Command(
             kind="flag", default=False),
         FORMAT,
     ),
+    exits=(exits.MEASUREMENT,),
 )  # fmt: skip
 SWEEP = Command(
     ("sweep",),
@@ -106,8 +112,9 @@ SWEEP = Command(
         Opt("launch_opt", ("--launch-opt",), "Options for `xputune launch sglang` (repeat, or "
             "quote several: --launch-opt '--write-policy write_through').", multiple=True,
             metavar="OPTS"),
-        Opt("start_timeout", ("--start-timeout",), "Seconds a server may take to answer.",
-            kind="float", min=1.0, max=MAX_SECONDS, default=900.0, metavar="SECONDS"),
+        Opt("start_timeout", ("--start-timeout",), "Seconds a server may take to answer "
+            "/server_info in full (one that trickles is not ready).", kind="float", min=1.0,
+            max=MAX_SECONDS, default=900.0, metavar="SECONDS"),
         Opt("stop_grace", ("--stop-grace",), "Seconds between SIGTERM and SIGKILL when a "
             "server is stopped.", kind="float", min=0.0, max=MAX_SECONDS, default=20.0,
             metavar="SECONDS"),
@@ -117,43 +124,37 @@ SWEEP = Command(
     ),
     passthrough="sglang_args",
     passthrough_metavar="SGLANG_ARGS",
+    exits=(exits.MEASUREMENT,),
 )  # fmt: skip
 
 
 def _token_range(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
-    lo, sep, hi = text.partition(":")
-    if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
-        raise XputuneError(f"--token-range: expected LO:HI (two whole numbers), got {text!r}")
+    from xputune.userfiles import printable
+
+    lo, sep, hi = (part.strip() for part in text.partition(":"))
+    if not sep or not all(p.isascii() and p.isdigit() and len(p) <= 12 for p in (lo, hi)):
+        shown = printable(text[:40]) + ("..." if len(text) > 40 else "")
+        raise XputuneError(f"--token-range: expected LO:HI (two whole numbers), got {shown!r}")
     low, high = int(lo), int(hi)
     if high - low < 2 or high > 1 << 31:
-        raise XputuneError(f"--token-range {text}: need LO + 2 <= HI <= 2^31")
+        raise XputuneError(f"--token-range {low}:{high}: need LO + 2 <= HI <= 2^31")
     return low, high
 
 
 def _read_trace(path: str, fmt: TraceFormat, block_size: int | None, skip: int,
                 limit: int | None) -> TraceSlice:  # fmt: skip
-    """The slice of the trace the run sends; plain or gzip, by magic."""
-    import gzip
-    import zlib
-
+    """The slice of the trace the run sends: every form `tiers` reads (userfiles.open_trace)."""
     from xputune.measure.workload import read_slice
-    from xputune.userfiles import open_binary, printable
+    from xputune.userfiles import open_trace, printable
 
     if not path:
         raise XputuneError("--trace: empty value (an unset variable?); give one")
-    fh = open_binary(Path(path), "trace")
-    stream: Any = fh
-    if fh.peek(2)[:2] == b"\x1f\x8b":
-        stream = gzip.GzipFile(fileobj=fh, mode="rb")
-    try:
-        with fh, stream:
-            got = read_slice(
-                stream, fmt=fmt.value, block_size=block_size, source=path, skip=skip, limit=limit
-            )
-    except (OSError, EOFError, zlib.error) as exc:
-        raise XputuneError(f"{printable(path)}: cannot read the trace ({exc})") from None
+    with open_trace(Path(path)) as stream:  # a corrupt compressed stream: one line
+        got = read_slice(
+            stream, fmt=fmt.value, block_size=block_size, source=path, skip=skip, limit=limit
+        )
     if not got.requests:
         raise XputuneError(
             f"{printable(path)}: no requests to replay"
@@ -205,6 +206,7 @@ def replay_cmd(
     token_range: str | None,
     host_tokens: int | None,
     timeout: float,
+    min_completion: float,
     per_request: bool,
     fmt: Format,
 ) -> int:
@@ -216,7 +218,10 @@ def replay_cmd(
     (--concurrency). Per request: TTFT, end-to-end latency and the cached tokens by tier
     (device, host, storage). Beside the measurement, what `xputune tiers` predicts for the
     same requests at the server's own L1 and L2 sizes (read from /server_info), tier by tier,
-    and the reasons the two can differ. Ctrl-C stops and reports what was measured.
+    and the reasons the two can differ. Prompts stay within the server's own limit (SGLang
+    refuses len >= max_req_input_len). Failed requests are counted by reason; below
+    --min-completion percent completed (default: all) the run is not valid and ends with
+    status 10. Ctrl-C stops and reports what was measured.
 
     Example: xputune replay --trace conv.jsonl --url http://127.0.0.1:30000 -n 500 -c 4
     """
@@ -236,7 +241,7 @@ def replay_cmd(
     vocab = vocab_of(info, given_range)
     sliced = _read_trace(trace, trace_format, block_size, skip, requests)
     workload = build_workload(
-        sliced, block_tokens=block_tokens, max_prompt=info.max_prompt, max_output=max_output
+        sliced, block_tokens=block_tokens, max_req_input_len=info.max_prompt, max_output=max_output
     )
     if not workload.requests:
         raise XputuneError(f"{trace}: the slice holds no request with input tokens")
@@ -253,13 +258,15 @@ def replay_cmd(
     data = replay_document(
         trace_file=trace, workload=workload, info=info, load=load, vocab=vocab,
         max_output=max_output, run=run, prediction=prediction, notes=notes,
-        per_request=per_request,
+        per_request=per_request, min_completion=min_completion / 100,
     )  # fmt: skip
     if fmt is not Format.table:
         emit_data(data, fmt)
     else:
         _render_replay(data)
-    return exits.INTERRUPTED if run.stop == "interrupted" else exits.OK
+    if run.stop == "interrupted":
+        return exits.INTERRUPTED
+    return exits.OK if data["valid"] else exits.MEASUREMENT
 
 
 def _pct(x: float | None) -> str:
@@ -285,10 +292,13 @@ def _trace_line(t: dict[str, Any]) -> str:
         else f", {t['block_size']}-token blocks"
     )
     cut = (
-        f"; {t['truncated_prompts']} prompt(s) cut to the server's limit"
+        f"; {t['truncated_prompts']} prompt(s) cut to the server's limit of "
+        f"{_tokens(t['longest_prompt'])} tokens"
         if t["truncated_prompts"]
         else ""
     )
+    if t["server_capped_outputs"]:
+        cut += f"; {t['server_capped_outputs']} output(s) cut to what the server generates"
     return (
         f"trace {t['file']}: {t['requests']:,} requests (lines {t['first_line']}-"
         f"{t['last_line']}), {t['input_tokens']:,} input tokens{scaled}{cut}"
@@ -357,10 +367,15 @@ def _render_replay(data: dict[str, Any]) -> None:
         )
     )
     t, e, th = m["ttft_ms"], m["e2e_ms"], m["throughput"]
+    over = _over(req)
+    iv = m["intervals"]
     lines = [
-        f"TTFT ms  p50 {_ms(t['p50'])}  p90 {_ms(t['p90'])}  p99 {_ms(t['p99'])}  "
-        f"mean {_ms(t['mean'])}",
-        f"e2e ms   p50 {_ms(e['p50'])}  p90 {_ms(e['p90'])}  p99 {_ms(e['p99'])}",
+        f"TTFT ms{over}  p50 {_ms(t['p50'])}  p90 {_ms(t['p90'])}  p99 {_ms(t['p99'])}  "
+        f"mean {_ms(t['mean'])} {_ci(iv['ttft_mean_ms'], _ms)}",
+        f"hit rate{over} {_pct(iv['hit_rate']['total']['value'])} "
+        f"{_ci(iv['hit_rate']['total'], _pct)} ({data['noise']['confidence']:.0%} bootstrap "
+        "interval)",
+        f"e2e ms{over}   p50 {_ms(e['p50'])}  p90 {_ms(e['p90'])}  p99 {_ms(e['p99'])}",
         f"throughput {th['requests_per_s'] or 0:.2f} req/s, "
         f"{th['input_tokens_per_s'] or 0:,.0f} input tok/s, "
         f"{th['output_tokens_per_s'] or 0:,.0f} output tok/s",
@@ -370,13 +385,71 @@ def _render_replay(data: dict[str, Any]) -> None:
     if m.get("dispatch_lag_ms"):
         lag = m["dispatch_lag_ms"]
         lines.append(f"dispatch lag ms  p50 {_ms(lag['p50'])}  p99 {_ms(lag['p99'])}")
-    title = "hit rate by tier: prediction (tiers) and measurement"
+    title = f"hit rate by tier: prediction (tiers) and measurement{over}"
     print_fitted(c, _comparison_table(data["comparison"], title), text_lines(lines))
-    for err in m["errors"]:
-        c.print(text(f"failed {err['count']}x: {err['error']}", "yellow"))
+    _render_failures(c, m["errors"])
     if data["notes"]:
         c.print("why the measurement can differ from the prediction:")
         c.print(bullets(data["notes"]))
+    _render_validity(c, data)
+
+
+def _over(req: dict[str, Any]) -> str:
+    """' over N of M requests' when not every request sent completed ('' when all did)."""
+    if req["completed"] == req["sent"]:
+        return ""
+    return f" over {req['completed']:,} of {req['sent']:,} requests"
+
+
+def _ci(iv: dict[str, Any] | None, show: Callable[[Any], str]) -> str:
+    """A bootstrap interval as [low, high] ('' when there is none)."""
+    if not iv or iv["low"] is None:
+        return ""
+    return f"[{show(iv['low'])}, {show(iv['high'])}]"
+
+
+def _noise_words(noise: dict[str, Any]) -> str:
+    return f"{noise['confidence']:.0%} bootstrap intervals over {noise['requests']:,} requests"
+
+
+def _signed(values: list[float | None], scale: float = 1.0) -> Callable[[Any], str]:
+    """A signed number format for a figure [low, high]: enough decimals (1 to 4) to show the
+    interval's width (or, without one, the figure) to one significant digit."""
+    import math
+
+    value, low, high = values
+    width = abs(high - low) * scale if low is not None and high is not None else 0.0
+    size = width or abs(value or 0.0) * scale or 1.0
+    places = min(4, max(1, 1 - math.floor(math.log10(size))))
+    return lambda x: "-" if x is None else f"{x * scale:+,.{places}f}"
+
+
+def _diff(d: dict[str, Any] | None, scale: float = 1.0, unit: str = "", plain: bool = False) -> str:
+    """A difference with its interval, or 'no difference beyond noise' and the interval
+    (`plain`: the figure and interval only, where the line already says it is noise)."""
+    from xputune.measure.noise import NO_DIFFERENCE
+
+    if not d or d["value"] is None:
+        return "-"
+    show = _signed([d["value"], d["low"], d["high"]], scale)
+    shown = " ".join(x for x in (show(d["value"]), _ci(d, show), unit) if x)
+    return shown if d["beyond_noise"] or plain else f"{NO_DIFFERENCE} ({shown})"
+
+
+def _render_failures(c: Any, errors: list[dict[str, Any]], where: str = "") -> None:
+    from xputune.cli.output import text
+
+    for err in errors:
+        example = "" if err["example"] == err["error"] else f"; e.g. {err['example']}"
+        c.print(text(f"{where}failed {err['count']:,}x (first at line {err['first_line']}): "
+                     f"{err['error']}{example}", "yellow"))  # fmt: skip
+
+
+def _render_validity(c: Any, data: dict[str, Any]) -> None:
+    from xputune.cli.output import text
+
+    for why in data["invalid_reasons"]:
+        c.print(text(f"not a valid measurement (exit {exits.MEASUREMENT}): {why}", "bold red"))
 
 
 # ---------------------------------------------------------------------------------- sweep
@@ -457,6 +530,7 @@ def sweep_cmd(
     token_range: str | None,
     host_tokens: int | None,
     timeout: float,
+    min_completion: float,
     fmt: Format,
     sglang_args: list[str],
 ) -> int:
@@ -471,7 +545,10 @@ def sweep_cmd(
     net benefit against it: TTFT saved = compute saved by the extra hits - cost of moving
     their KV. Reports measured hit rate per tier beside the prediction, TTFT per size, the
     knee, and the load line T(n) = a + b*n fitted to the all-hit requests (what `xputune
-    model` fits from typed-in points). Server logs stay in a private temporary folder.
+    model` fits from typed-in points). Every difference carries its 95% bootstrap interval
+    over the requests; one within noise is said to be "no difference beyond noise". A size
+    whose requests complete below --min-completion ends the sweep with status 10. Server
+    logs stay in a private temporary folder.
 
     Example: xputune sweep --trace conv.jsonl --sizes x2,x4,x8 --baseline -c 1 -- --model-path
     /models/m --device cpu --max-total-tokens 4096
@@ -509,7 +586,7 @@ def sweep_cmd(
 
     data = sweep_document(
         result, trace_file=trace, load=load, max_output=max_output, min_gain=min_gain / 100,
-        sizes=[s.label for s in ladder], baseline=baseline,
+        sizes=[s.label for s in ladder], baseline=baseline, min_completion=min_completion / 100,
     )  # fmt: skip
     if fmt is not Format.table:
         emit_data(data, fmt)
@@ -519,7 +596,7 @@ def sweep_cmd(
         return exits.INTERRUPTED
     if result.error:
         raise XputuneError(result.error)
-    return exits.OK
+    return exits.OK if data["valid"] else exits.MEASUREMENT
 
 
 def _render_sweep(data: dict[str, Any]) -> None:
@@ -550,7 +627,7 @@ def _render_sweep(data: dict[str, Any]) -> None:
             return f"{got} ({_pct(pred.get(tier))})" if pred else got
 
         hits.add_row(
-            s["label"],
+            s["label"] + (_over(m["requests"]) if m else ""),
             _tokens(srv["device_tokens"]) if srv else "-",
             _tokens(srv["host_tokens"]) if srv else "-",
             cell("device"),
@@ -563,11 +640,19 @@ def _render_sweep(data: dict[str, Any]) -> None:
             _ms(ttft.get("p50")),
             _ms(ttft.get("p99")),
             _ms(ttft.get("mean")),
-            _ms(nb["ttft_saved_ms"]) if nb else "-",
+            _saved_cell(nb),
             *("-" if tm[k] is None else f"{tm[k]:.1f}" for k in ("start", "replay", "stop")),
         )
     print_fitted(c, hits, times)
     rule = data.get("plateau_rule")
+    if data["differences"]:
+        c.print(text(f"differences between sizes ({_noise_words(data['noise'])}, paired):"))
+        for d in data["differences"]:
+            alike = d["verdict"].startswith("TTFT differs")
+            c.print(text(f"  {d['from']} -> {d['to']}: hit rate "
+                         f"{_diff(d['hit_rate'], 100, 'pts')}; mean TTFT "
+                         f"{_diff(d['ttft_mean_ms'], 1, 'ms')}"
+                         + (f", {_NOT_CACHE}" if alike else "")))  # fmt: skip
     if data["stopped_early_after"]:
         c.print(
             text(
@@ -577,19 +662,30 @@ def _render_sweep(data: dict[str, Any]) -> None:
             )
         )
     if rule:
-        c.print(
-            text(
-                f"stop-at-plateau keeps {rule['stops_at']}; the measurements prefer "
-                f"{rule['measurements_prefer']} ({rule['chosen_by']})"
-            )
-        )
+        tied = rule["within_noise_of_best"]
+        prefer = (
+            f"the measurements prefer {rule['measurements_prefer']} ({rule['chosen_by']}, "
+            "beyond noise against every other size)"
+            if rule["measurements_prefer"]
+            else f"the measurements: no difference beyond noise among {', '.join(tied)} "
+            f"({rule['chosen_by']})"
+        )  # fmt: skip
+        c.print(text(f"stop-at-plateau keeps {rule['stops_at']}; {prefer}"))
     if data.get("knee"):
         k = data["knee"]
         c.print(
             text(
                 f"knee: {k['size']} ({_tokens(k['host_tokens'])} L2 tokens), {_pct(k['hit_rate'])}"
+                f"; the knee of {k['share']:.0%} of the draws"
+                + (
+                    ""
+                    if k["low"] == k["high"]
+                    else f", {k['low']} to {k['high']} at {data['noise']['confidence']:.0%}"
+                )
             )
         )
+    elif data.get("knee_verdict"):
+        c.print(text(f"knee: {data['knee_verdict']}"))
     for name, label in (("load_fit", "load T(n)"), ("recompute_fit", "recompute R(n)")):
         f = data[name]
         if f["fitted"]:
@@ -618,17 +714,50 @@ def _render_sweep(data: dict[str, Any]) -> None:
             )
         c.print(text(line))
     for s in data["steps"]:
-        nb = s["net_benefit"]
-        if nb and nb["compute_saved_ms"] is not None:
-            c.print(
-                text(
-                    f"net benefit {s['label']}: {nb['ttft_saved_ms']:+.1f} ms per request = "
-                    f"compute saved {nb['compute_saved_ms']:.1f} ms - cost of moving KV "
-                    f"{nb['moving_cost_ms']:.1f} ms ({nb['extra_hit_tokens']:+.1f} hit tokens "
-                    "per request over the baseline)"
-                )
-            )
+        if s["net_benefit"]:
+            c.print(text(_net_benefit_line(s["label"], s["net_benefit"])))
     c.print(text(f"sweep took {data['seconds']:.1f} s"))
     if data["notes"]:
         c.print("why the measurement can differ from the prediction:")
         c.print(bullets(data["notes"]))
+    for s in data["steps"]:
+        if s["measured"]:
+            _render_failures(c, s["measured"]["errors"], s["label"] + ": ")
+    _render_validity(c, data)
+
+
+_NOT_CACHE = "not a cache effect (the host's load moved, or the servers differ otherwise)"
+
+
+def _saved_cell(nb: dict[str, Any] | None) -> str:
+    """TTFT saved against the baseline, in a table cell: the figure, or 'noise'."""
+    if not nb:
+        return "-"
+    iv = nb["intervals"]["ttft_saved_ms"]
+    shown = _signed([iv["value"], iv["low"], iv["high"]])(nb["ttft_saved_ms"])
+    return shown + ("" if iv["beyond_noise"] else " (noise)")
+
+
+def _net_benefit_line(label: str, nb: dict[str, Any]) -> str:
+    """Net benefit against the baseline, each part with its interval; within noise, said so."""
+    from xputune.measure.noise import NO_DIFFERENCE
+
+    iv = nb["intervals"]
+    saved = _diff(iv["ttft_saved_ms"], 1, "ms")
+    hits = _diff(iv["extra_hit_tokens"], 1, "tokens")
+    head = f"net benefit {label}: "
+    if nb["verdict"] == NO_DIFFERENCE:
+        saved = _diff(iv["ttft_saved_ms"], 1, "ms", plain=True)
+        hits = _diff(iv["extra_hit_tokens"], 1, "tokens", plain=True)
+        return f"{head}{NO_DIFFERENCE} (TTFT saved {saved}; extra hits {hits} per request)"
+    if not iv["extra_hit_tokens"]["beyond_noise"]:
+        return f"{head}TTFT saved {saved} per request with extra hits {hits}: {_NOT_CACHE}"
+    parts = ""
+    if iv["compute_saved_ms"] is not None:
+        parts = f" = compute saved {_diff(iv['compute_saved_ms'], 1, 'ms')} - cost of moving " \
+            f"KV {_diff(iv['moving_cost_ms'], 1, 'ms')}"  # fmt: skip
+    if not iv["ttft_saved_ms"]["beyond_noise"]:
+        return f"{head}TTFT saved {saved} per request despite extra hits {hits} per " \
+            f"request{parts}"  # fmt: skip
+    return f"{head}TTFT saved {saved} per request{parts} (extra hits {hits} per request " \
+        "over the baseline)"  # fmt: skip

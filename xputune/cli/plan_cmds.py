@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ from xputune.cli.options import (
     TP_NO_HOST,
 )
 from xputune.cli.output import (
-    CountingReader,
     Format,
     console,
     emit_data,
@@ -383,33 +381,6 @@ def _l3_judgement(
     return be, runs
 
 
-def _open_trace(path: Path, advance: Callable[[int], None]):
-    """The trace as a binary stream: plain, gzip (stdlib) or zstd (the `zstd` extra), by magic.
-
-    `advance` hears of every byte read from the file on disk (before decompression), so a
-    progress bar over the file's size ends at 100% whatever the compression.
-    """
-    from xputune.userfiles import open_binary
-
-    fh = open_binary(path, "trace")
-    magic = fh.peek(4)[:4]
-    raw = CountingReader(fh, advance)
-    if magic[:2] == b"\x1f\x8b":
-        import gzip
-
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if magic == b"\x28\xb5\x2f\xfd":
-        try:
-            import zstandard
-        except ImportError:
-            fh.close()
-            raise XputuneError(
-                f"{path} is zstd-compressed: pip install 'xputune[zstd]', or decompress it"
-            ) from None
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-    return raw
-
-
 def _curve(
     path: Path,
     trace_format: TraceFormat,
@@ -419,11 +390,9 @@ def _curve(
     keep: list[Any] | None = None,
 ):
     """(curve, requests) of the trace; `keep` collects its batches too (for a second look)."""
-    import sys
-    import zlib
-
     from xputune.plan.hitrate import curve_from_batches, sampled_curve_stream
     from xputune.plan.traces import TraceReader
+    from xputune.userfiles import open_trace
 
     if sample_rate is not None and sample_rate <= 0:
         raise XputuneError("--sample-rate must be > 0")
@@ -431,22 +400,16 @@ def _curve(
     try:
         size = path.stat().st_size
     except OSError:
-        size = None  # _open_trace says why in one line
+        size = None  # open_trace says why in one line
     with progress(size, f"reading {path.name}", enabled=show_progress) as advance:
-        stream = _open_trace(path, advance)
+        stream = open_trace(path, advance)  # a corrupt compressed stream: one line
         reader = TraceReader(stream, trace_format.value, block_size, source=str(path))
-        broken: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
-        if "zstandard" in sys.modules:
-            broken += (sys.modules["zstandard"].ZstdError,)
-        try:
-            with stream:
-                if sampled:
-                    curve = sampled_curve_stream(reader, sample_rate)
-                else:
-                    batches = reader if keep is None else _tee(reader, keep)
-                    curve = curve_from_batches(batches, reader.block)
-        except broken as exc:  # a truncated or corrupt compressed stream
-            raise XputuneError(f"{path}: cannot read the trace ({exc})") from None
+        with stream:
+            if sampled:
+                curve = sampled_curve_stream(reader, sample_rate)
+            else:
+                batches = reader if keep is None else _tee(reader, keep)
+                curve = curve_from_batches(batches, reader.block)
     if curve.accesses == 0:
         raise XputuneError(f"{path}: the trace has no blocks")
     return curve, reader.requests

@@ -5,15 +5,21 @@ measurement beside what plan/ predicts for the same requests.
 in; this package measures both on the server the user runs. Its parts:
 
   tokens     block ids -> token ids, deterministically (one block id, always the same tokens)
-  workload   a trace -> the requests a replay sends (scaled, bounded, encoded)
-  server     what /server_info says: version, pool sizes (L1, L2), page size, limits
-  client     one streamed /generate over a kept-alive http.client connection, timed
+  workload   a trace -> the requests a replay sends (scaled, within SGLang's own limits,
+             encoded)
+  server     what /server_info says: version, pool sizes (L1, L2), page size, limits (bounded)
+  client     one streamed /generate over a kept-alive http.client connection, timed, and
+             ended by one deadline whatever the server sends (GETs too)
   replay     open loop by the trace's timestamps, or closed loop at a fixed concurrency
-  stats      percentiles, hit rates per tier, throughput
+  stats      percentiles, hit rates per tier, throughput; failures by reason, validity
+  noise      bootstrap intervals over requests, paired between steps (docs/measure.md)
   predict    plan.hitrate's curve of the replayed requests read at the server's capacities,
              and why a measurement can differ from it
-  serverproc a server started through `xputune launch sglang` (its own session), stopped
+  serverproc a server started through `xputune launch sglang` (its own session), stopped;
+             signalled only while unreaped, so never a reused pid
   sweep      the tier-by-tier experiment: launch, replay, stop; plateau, baseline, fit
+  analysis   what a sweep says: load and recompute lines, net benefit, knee, plateau, and the
+             differences between sizes, each with its interval (noise)
   report     the replay and sweep documents (schemas replay.json and sweep.json)
 
 It sits between launch/ and cli/: it reads the server over HTTP and starts servers through the

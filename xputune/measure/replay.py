@@ -7,11 +7,18 @@ wait is reported per request (dispatch lag), so an overloaded client never passe
 server. Closed loop: `concurrency` workers each send their next request as soon as their last
 one finished, in trace order.
 
-Bounds: the workload's length (--requests), and a wall-clock `duration` after which nothing
-new is sent (what is in flight finishes). Ctrl-C stops sending at once, waits `grace` seconds
-for what is in flight, and returns what was measured; requests still running are counted as
-abandoned, never as failures. Prompt bodies are encoded on the worker's thread before its
-clock starts: the cost is reported as dispatch lag, never as TTFT.
+Bounds: the workload's length (--requests), one deadline per request (`timeout`, from its
+send to its last byte: client.py), and a wall-clock `duration` that is a hard end: nothing is
+sent after it (a request whose worker picks it up late is counted unsent), and what is in
+flight then gets at most `timeout` more. So a run ends by duration + timeout (+ SLACK), or by
+its last send + timeout, whatever the server does: a stream that never ends or trickles ends
+as its request's error ("no complete answer within N s"), a request not completed. Should a
+worker still be busy past that end (a name lookup that hangs: the one wait with no deadline
+of its own), the replay stops waiting and records the request as not completed, with why.
+Ctrl-C stops sending at once, waits `grace` seconds for what is in flight, and returns what
+was measured; requests still running are counted as abandoned, never as failures. Prompt
+bodies are encoded on the worker's thread before its clock starts: the cost is reported as
+dispatch lag, never as TTFT.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ from xputune.measure.tokens import TokenRange
 from xputune.measure.workload import Request, Workload
 
 _TICK = 0.1  # seconds: how long the main thread waits at a time (so Ctrl-C is seen at once)
+#: seconds past duration + timeout before a worker that has not given its request back is
+#: given up on (the client ends each request by its deadline; this covers thread scheduling)
+SLACK = 2.0
 
 
 @dataclass(frozen=True)
@@ -35,8 +45,8 @@ class Load:
     concurrency: int | None = None  # closed loop with this many workers; None: open loop
     speedup: float = 1.0  # open loop: the trace's clock runs this much faster
     max_inflight: int = 256  # open loop: requests (threads, connections) at once, at most
-    duration: float | None = None  # stop sending after this many seconds
-    timeout: float = 600.0  # one request, seconds without a byte
+    duration: float | None = None  # stop sending after this many seconds: a hard end
+    timeout: float = 600.0  # one request, seconds from its send to its last byte
     grace: float = 5.0  # after Ctrl-C, seconds to wait for what is in flight
 
     @property
@@ -110,20 +120,29 @@ def replay(
 ) -> ReplayRun:
     """Send the workload's requests as `load` says; the measurements, in trace order."""
     requests = workload.requests
-    closed = load.mode == "closed"
-    if not closed and not workload.timed:
+    closed_loop = load.mode == "closed"
+    if not closed_loop and not workload.timed:
         raise ValueError("open loop needs a timestamp on every request")
-    slots = threading.Semaphore(load.concurrency if closed else load.max_inflight)
+    slots = threading.Semaphore(load.concurrency if closed_loop else load.max_inflight)
     records: dict[int, Record] = {}
     lock = threading.Lock()
     pending = [0]  # requests handed to the pool and not finished
+    flying: dict[int, tuple[Request, float | None, float]] = {}  # handed over, not finished
+    late = [0]  # handed over, picked up after the duration's end: never sent
+    closed = [False]  # the replay returned: a worker's late result is dropped
     idle = threading.Event()
     idle.set()
     t0 = time.perf_counter()
+    deadline = None if load.duration is None else t0 + load.duration
 
     def work(client: Client, request: Request, scheduled: float | None) -> None:
         try:
             body = workload.body(request, vocab)
+            if deadline is not None and time.perf_counter() >= deadline:
+                with lock:
+                    late[0] += 1
+                    flying.pop(request.index, None)
+                return  # nothing is sent after the duration's end
             out = client.generate(body)
             record = Record(
                 index=request.index,
@@ -142,7 +161,10 @@ def replay(
                 error=out.error,
             )
             with lock:
+                if closed[0]:
+                    return
                 records[request.index] = record
+                flying.pop(request.index, None)
             if on_done is not None:
                 on_done(record)
         finally:
@@ -153,14 +175,14 @@ def replay(
                     idle.set()
 
     pool = _Pool(work, load.concurrency or load.max_inflight, endpoint, load.timeout)
-    first_at = requests[0].at_ms if requests and not closed else None
-    deadline = None if load.duration is None else t0 + load.duration
+    first_at = requests[0].at_ms if requests and not closed_loop else None
     stop, sent = "done", 0
     started = time.time()
+    given_up: list[Record] = []
     try:
         for request in requests:
             scheduled = None
-            if not closed:
+            if not closed_loop:
                 scheduled = (request.at_ms - first_at) / 1000.0 / load.speedup  # type: ignore[operator]
                 if not _sleep_until(t0 + scheduled, deadline):
                     stop = "duration"
@@ -170,11 +192,20 @@ def replay(
                 break
             with lock:
                 pending[0] += 1
+                flying[request.index] = (request, scheduled, time.perf_counter() - t0)
                 idle.clear()
             pool.submit(request, scheduled)
             sent += 1
+        end = time.perf_counter() + load.timeout + SLACK  # what is in flight gets this long
         while not idle.wait(_TICK):
-            pass
+            if time.perf_counter() >= end:
+                with lock:
+                    closed[0] = True
+                    given_up = [
+                        _not_completed(req, when, at, load.timeout)
+                        for req, when, at in flying.values()
+                    ]
+                break
     except KeyboardInterrupt:
         stop = "interrupted"
         idle.wait(load.grace)
@@ -182,9 +213,24 @@ def replay(
         pool.close()
     elapsed = time.perf_counter() - t0
     with lock:
-        done = [records[i] for i in sorted(records)]
-        abandoned = pending[0]
-    return ReplayRun(done, elapsed, stop, len(requests) - sent, abandoned, started)
+        closed[0] = True
+        every = {**records, **{r.index: r for r in given_up}}
+        done = [every[i] for i in sorted(every)]
+        abandoned = 0 if given_up else pending[0]
+        unsent = len(requests) - sent + late[0]
+    return ReplayRun(done, elapsed, stop, unsent, abandoned, started)
+
+
+def _not_completed(request: Request, scheduled: float | None, sent: float,
+                   timeout: float) -> Record:  # fmt: skip
+    """The record of a request still in flight when the replay's end came."""
+    return Record(
+        index=request.index, line=request.line, prompt_tokens=request.prompt_tokens,
+        output_asked=request.output, scheduled=scheduled, sent=sent, ttft=None, e2e=None,
+        output_tokens=0, device=0, host=0, storage=0, overhead=0.0,
+        error=f"not completed: still in flight {timeout:g} s (--timeout) after the last send "
+        "or --duration's end",
+    )  # fmt: skip
 
 
 def _sleep_until(when: float, deadline: float | None) -> bool:

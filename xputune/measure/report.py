@@ -32,7 +32,9 @@ def trace_part(trace_file: str, workload: Workload) -> dict[str, Any]:
         "input_tokens": workload.input_tokens,
         "output_tokens": workload.output_tokens,
         "truncated_prompts": workload.truncated,
+        "longest_prompt": workload.longest_prompt,
         "capped_outputs": workload.outputs_capped,
+        "server_capped_outputs": workload.outputs_limited,
         "missing_outputs": workload.outputs_missing,
         "empty_requests": workload.empty,
     }
@@ -74,6 +76,30 @@ def run_part(run: ReplayRun) -> dict[str, Any]:
     }
 
 
+def honesty_notes(records: list[Any], requests: int) -> list[str]:
+    """What the figures are averaged over when not every request completed, and outputs the
+    server cut short."""
+    done = [r for r in records if r.ok]
+    notes = []
+    if len(done) < len(records):
+        notes.append(
+            f"{len(records) - len(done):,} of {len(records):,} requests failed: the measured "
+            f"hit rates and latencies are over the {len(done):,} that completed, the prediction "
+            f"over all {requests:,} requests of the slice"
+        )
+    short = sum(1 for r in done if r.output_tokens < r.output_asked)
+    if short:
+        notes.append(
+            f"{short:,} completed request(s) returned fewer output tokens than asked (the "
+            "server clipped max_new_tokens)"
+        )
+    return notes
+
+
+def validity_part(reasons: list[str], min_completion: float) -> dict[str, Any]:
+    return {"valid": not reasons, "invalid_reasons": reasons, "min_completion": min_completion}
+
+
 def replay_document(
     *,
     trace_file: str,
@@ -86,11 +112,18 @@ def replay_document(
     prediction: Prediction,
     notes: list[str],
     per_request: bool = False,
+    min_completion: float = 1.0,
 ) -> dict[str, Any]:
-    """`xputune replay --format json`."""
-    measured = stats.measured(run.records, run.elapsed)
+    """`xputune replay --format json`: valid (false with its reasons when fewer than
+    `min_completion` of the requests sent completed)."""
+    from xputune.measure.noise import method
+
+    n = len(workload.requests)
+    measured = stats.measured(run.records, run.elapsed, n)
     doc: dict[str, Any] = {
         "schema_version": 1,
+        **validity_part(stats.validity(run.records, min_completion), min_completion),
+        "noise": method(n),
         "trace": trace_part(trace_file, workload),
         "server": info.document(),
         "load": load_part(load, vocab, max_output),
@@ -98,14 +131,15 @@ def replay_document(
         "measured": measured,
         "predicted": prediction_part(prediction, workload.block_tokens),
         "comparison": comparison(prediction, measured["hit_rate"]),
-        "notes": [*info.notes, *notes],
+        "notes": [*info.notes, *honesty_notes(run.records, n), *notes],
     }
     if per_request:
         doc["per_request"] = [r.document() for r in run.records]
     return doc
 
 
-def _step_part(step: Any, base: Any, recompute: Any) -> dict[str, Any]:
+def _step_part(step: Any, base: Any, recompute: Any, paired: Any, n: int | None,
+               min_completion: float) -> dict[str, Any]:  # fmt: skip
     from xputune.measure.analysis import net_benefit
 
     out: dict[str, Any] = {
@@ -122,13 +156,17 @@ def _step_part(step: Any, base: Any, recompute: Any) -> dict[str, Any]:
         },
         "server": None if step.info is None else step.info.document(),
         "run": None if step.run is None else run_part(step.run),
+        "valid": None,
+        "invalid_reasons": [],
         "measured": None,
         "predicted": None,
         "comparison": None,
         "net_benefit": None,
     }
     if step.run is not None:
-        measured = stats.measured(step.run.records, step.run.elapsed)
+        measured = stats.measured(step.run.records, step.run.elapsed, n)
+        reasons = stats.validity(step.run.records, min_completion)
+        out["valid"], out["invalid_reasons"] = not reasons, reasons
         out["measured"] = measured
         if step.prediction is not None:
             out["predicted"] = {
@@ -138,23 +176,33 @@ def _step_part(step: Any, base: Any, recompute: Any) -> dict[str, Any]:
             }
             out["comparison"] = comparison(step.prediction, measured["hit_rate"])
         if base is not None and base is not step and step.hicache:
-            out["net_benefit"] = net_benefit(step, base, recompute)
+            out["net_benefit"] = net_benefit(step, base, recompute, paired)
     return out
 
 
 def sweep_document(
     result: Any, *, trace_file: str, load: Load, max_output: int, min_gain: float,
-    sizes: list[str], baseline: bool,
+    sizes: list[str], baseline: bool, min_completion: float = 1.0,
 ) -> dict[str, Any]:  # fmt: skip
-    """`xputune sweep --format json`: every step, the verdicts, the fits."""
-    from xputune.measure.analysis import fits, knee_and_plateau, recompute_fit
-    from xputune.measure.predict import differences
+    """`xputune sweep --format json`: every step, the verdicts, the fits; valid (false with
+    its reasons when a step's requests completed below `min_completion`)."""
+    from xputune.measure.analysis import Paired, differences, fits, knee_and_plateau, recompute_fit
+    from xputune.measure.noise import method
+    from xputune.measure.predict import differences as why_they_differ
 
     steps = result.steps
     base = next((s for s in steps if not s.hicache and s.run is not None), None)
     recompute = recompute_fit(steps)
+    n = None if result.workload is None else len(result.workload.requests)
+    paired = Paired(steps, n)
+    parts = [_step_part(s, base, recompute, paired, n, min_completion) for s in steps]
+    reasons = [f"{p['label']}: {why}" for p in parts for why in p["invalid_reasons"]]
+    if not any(s.run is not None for s in steps):
+        reasons.append("no size was measured")
     doc: dict[str, Any] = {
         "schema_version": 1,
+        **validity_part(reasons, min_completion),
+        "noise": method(paired.n),
         "trace": None if result.workload is None else trace_part(trace_file, result.workload),
         "load": None if result.vocab is None else load_part(load, result.vocab, max_output),
         "sizes": sizes,
@@ -167,14 +215,18 @@ def sweep_document(
         "stopped_early_after": result.stopped_early,
         "not_run": result.skipped_sizes,
         "max_hit_rate": None if result.curve is None else round(result.curve.max_hit_rate, 6),
-        "steps": [_step_part(s, base, recompute) for s in steps],
+        "steps": parts,
+        "differences": differences(steps, paired),
     }
-    doc.update(knee_and_plateau(steps, min_gain))
+    doc.update(knee_and_plateau(steps, min_gain, paired))
     doc.update(fits(steps))
     last = next((s for s in reversed(steps) if s.run is not None and s.info is not None), None)
     notes: list[str] = []
+    for s in steps:
+        if s.run is not None and n is not None:
+            notes += [f"{s.label}: {note}" for note in honesty_notes(s.run.records, n)]
     if last is not None and result.workload is not None and result.vocab is not None:
-        notes = differences(
+        notes += why_they_differ(
             result.workload, last.info, last.run.records,
             concurrent=load.mode == "open" or (load.concurrency or 1) > 1, vocab=result.vocab,
         )  # fmt: skip

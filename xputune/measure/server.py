@@ -12,20 +12,49 @@ rank (from the model's config.json, when the server's model_path is readable her
 --host-tokens); otherwise int(L1 * --hicache-ratio); then aligned up to one page past it.
 
 The token range a replay may send comes from the model's vocab_size in the same config.json.
+
+Bounds. Every number read from the answer is checked before it becomes a size: a field that is
+there must be a number of its kind within its bound, else the whole answer is refused in one
+line (ServerError: "the server said something unusable", exit 2) naming the field and what it
+held: NaN, Infinity, 1e308, a 4,000-digit integer, a negative or zero size, a boolean where a
+number goes. A field that is absent or null takes its default. The bounds are far above any
+real server (they refuse garbage, not configurations):
+
+  max_total_num_tokens, max_req_input_len   1 .. TOKENS_MAX (2^50) tokens
+  chunked_prefill_size                      <= TOKENS_MAX (0 or negative: chunking off)
+  page_size                                 1 .. PAGE_MAX (2^20) tokens
+  tp_size                                   1 .. TP_MAX (2^16) ranks
+  hicache_ratio                             (0, RATIO_MAX = 1e6]; read with HiCache on only
+  hicache_size                              0 .. SIZE_GB_MAX (1e7) GB per rank; likewise
+  the L2 pool these size                    <= TOKENS_MAX tokens
+  vocab_size (config.json, a local file)    1 .. VOCAB_MAX (2^31); past it: unknown
+
+The answer itself is read within DOC_MAX bytes and one deadline (client.get_json).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from xputune.measure.client import Endpoint, ServerError, get_json
+from xputune.measure.client import Endpoint, ServerError, ServerTimeout, get_json, shown
 from xputune.userfiles import printable
 
 #: token ids a replay draws from, within the vocabulary: the lowest ids are special tokens in
 #: many tokenizers (pad, bos, eos, unk), the highest are added tokens in others.
 TOKEN_LO = 10
 TOKEN_HI_MAX = 32000
+
+#: Seconds a /server_info answer may take in all (a real one comes in milliseconds).
+INFO_TIMEOUT = 10.0
+#: Bounds on what /server_info may say (see the module's docstring).
+TOKENS_MAX = 1 << 50  # tokens in a pool or a prompt (--host-tokens has the same cap)
+PAGE_MAX = 1 << 20  # tokens per page (--block-size has the same cap)
+TP_MAX = 1 << 16  # tensor-parallel ranks
+RATIO_MAX = 1e6  # --hicache-ratio: host pool / device pool
+SIZE_GB_MAX = 1e7  # --hicache-size: GB per rank (10 PB)
+VOCAB_MAX = 1 << 31  # token ids (--token-range has the same cap)
 
 
 @dataclass(frozen=True)
@@ -71,14 +100,47 @@ class ServerInfo:
         }
 
 
-def _pos_int(value: Any) -> int | None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+def _pos_int(value: Any, top: int) -> int | None:
+    """A whole number 1..top, else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= top
     return value if ok else None
 
 
-def _number(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if ok else None
+def _unusable(url: str, key: str, value: Any, expected: str) -> ServerError:
+    return ServerError(
+        f"{url}: /server_info says {key} = {shown(value)}: unusable (expected {expected})"
+    )
+
+
+def _count(doc: dict[str, Any], key: str, url: str, top: int, off: bool = False) -> int | None:
+    """A whole number 1..top from the answer; None when absent or null (and, with `off`,
+    when 0 or negative: SGLang's "switched off"); ServerError for anything else."""
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _unusable(url, key, value, f"a whole number 1..{top:,}")
+    if off and value <= 0:
+        return None
+    if not 0 < value <= top:
+        raise _unusable(url, key, value, f"a whole number 1..{top:,}")
+    return value
+
+
+def _number(doc: dict[str, Any], key: str, url: str, low: float, top: float,
+            open_low: bool) -> float | None:  # fmt: skip
+    """A finite number in (low, top] (open_low) or [low, top] from the answer; None when
+    absent or null; ServerError for anything else."""
+    value = doc.get(key)
+    if value is None:
+        return None
+    span = f"{'(' if open_low else '['}{low:g}, {top:g}]"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _unusable(url, key, value, f"a number in {span}")
+    below = value <= low if open_low else value < low
+    if below or value > top or (isinstance(value, float) and not math.isfinite(value)):
+        raise _unusable(url, key, value, f"a number in {span}")
+    return float(value)
 
 
 def _text(value: Any) -> str | None:
@@ -145,13 +207,16 @@ def parse_server_info(doc: Any, url: str, host_tokens: int | None = None) -> Ser
         raise ServerError(
             f"{url} does not look like an SGLang server (/server_info has no version)"
         )
-    device = _pos_int(doc.get("max_total_num_tokens"))
-    if device is None:
+    if doc.get("max_total_num_tokens") is None:
         raise ServerError(
             f"{url} does not look like an SGLang server (/server_info has no max_total_num_tokens)"
         )
-    page = _pos_int(doc.get("page_size")) or 1
-    tp = _pos_int(doc.get("tp_size")) or 1
+    device = _count(doc, "max_total_num_tokens", url, TOKENS_MAX)
+    assert device is not None
+    page = _count(doc, "page_size", url, PAGE_MAX) or 1
+    tp = _count(doc, "tp_size", url, TP_MAX) or 1
+    max_prompt = _count(doc, "max_req_input_len", url, TOKENS_MAX)
+    chunked = _count(doc, "chunked_prefill_size", url, TOKENS_MAX, off=True)
     model_path = _text(doc.get("model_path"))
     named = _model_config(model_path)
     config = named[1] if named is not None else None
@@ -161,10 +226,12 @@ def parse_server_info(doc: Any, url: str, host_tokens: int | None = None) -> Ser
         and isinstance(config.get("text_config"), dict)
     ):
         config = config["text_config"]
-    vocab = _pos_int((config or {}).get("vocab_size"))
+    vocab = _pos_int((config or {}).get("vocab_size"), VOCAB_MAX)
     hicache = doc.get("enable_hierarchical_cache") is True
-    ratio = _number(doc.get("hicache_ratio"))
-    size_gb = _number(doc.get("hicache_size")) or 0.0
+    ratio, size_gb = None, 0.0
+    if hicache:  # read only where they size something
+        ratio = _number(doc, "hicache_ratio", url, 0.0, RATIO_MAX, open_low=True)
+        size_gb = _number(doc, "hicache_size", url, 0.0, SIZE_GB_MAX, open_low=False) or 0.0
     notes = []
     if not hicache:
         host, source = 0, "off"
@@ -180,6 +247,11 @@ def parse_server_info(doc: Any, url: str, host_tokens: int | None = None) -> Ser
                 f"L2 size unknown: --hicache-size {size_gb:g} GB needs the model's bytes per "
                 "token (its config.json is not readable here); give --host-tokens"
             )
+        elif host > TOKENS_MAX:
+            raise ServerError(
+                f"{url}: /server_info sizes an L2 of {host:,} tokens ({source}): unusable "
+                f"(more than {TOKENS_MAX:,})"
+            )
     storage = _text(doc.get("hicache_storage_backend")) if hicache else None
     return ServerInfo(
         url=url,
@@ -188,14 +260,14 @@ def parse_server_info(doc: Any, url: str, host_tokens: int | None = None) -> Ser
         tp_size=tp,
         page_size=page,
         device_tokens=device,
-        max_prompt=_pos_int(doc.get("max_req_input_len")),
+        max_prompt=max_prompt,
         radix_cache=doc.get("disable_radix_cache") is not True,
         hicache=hicache,
         hicache_ratio=ratio if hicache and size_gb <= 0 else None,
         hicache_size_gb=size_gb if hicache else 0.0,
         write_policy=_text(doc.get("hicache_write_policy")) if hicache else None,
         storage_backend=storage,
-        chunked_prefill=_pos_int(doc.get("chunked_prefill_size")),
+        chunked_prefill=chunked,
         host_tokens=host,
         host_source=source,
         vocab_size=vocab,
@@ -203,13 +275,15 @@ def parse_server_info(doc: Any, url: str, host_tokens: int | None = None) -> Ser
     )
 
 
-def read_server(endpoint: Endpoint, host_tokens: int | None = None, timeout: float = 10.0):
-    """The server's ServerInfo, asked over HTTP; ServerError (one line) when it cannot be
-    reached or does not answer as SGLang does."""
+def read_server(endpoint: Endpoint, host_tokens: int | None = None,
+                timeout: float | None = None):  # fmt: skip
+    """The server's ServerInfo, asked over HTTP, all of it within `timeout` seconds (default
+    INFO_TIMEOUT); ServerError (one line) when it cannot be reached, does not answer in time
+    or does not answer as SGLang does."""
     try:
-        doc = get_json(endpoint, "/server_info", timeout)
+        doc = get_json(endpoint, "/server_info", INFO_TIMEOUT if timeout is None else timeout)
     except ServerError as exc:
-        if str(exc).startswith("cannot reach"):
+        if isinstance(exc, ServerTimeout) or str(exc).startswith("cannot reach"):
             raise
         raise ServerError(f"{endpoint.url} does not look like an SGLang server ({exc})") from None
     return parse_server_info(doc, endpoint.url, host_tokens)

@@ -8,10 +8,23 @@ interpreter: its release, the plugin) and prints the environment and the command
 the baseline (HiCache off, which the launcher cannot be asked for) runs it with
 --enable-hierarchical-cache, every --hicache-* flag and the cache plugin's switches taken out
 (`baseline_command`). A server runs as a child in a session of its own, so its process group
-holds SGLang's scheduler and detokenizer too. Ready means GET /server_info answers as SGLang.
-Stopping sends SIGTERM to the server (the group's leader) and waits a grace period (SGLang
-drains, then stops its own children), then SIGTERM to the group, then SIGKILL to what is left,
-and waits until no process of the group remains (see Server.stop).
+holds SGLang's scheduler and detokenizer too. Ready means GET /server_info answers, in full
+within its own deadline (a server that trickles or hangs is not ready), and the start timeout
+holds whatever the server does: each poll gets at most the time left. Stopping sends SIGTERM
+to the server (the group's leader) and waits a grace period (SGLang drains, then stops its own
+children), then SIGTERM to the group, then SIGKILL to what is left, and waits until no
+process of the group remains (see Server.stop).
+
+Signals go only where they are meant to. xputune runs as root: a signal sent to a number
+whose process has been reaped may reach whatever process the kernel gave that number next.
+So the leader is never reaped until the very end of stop(): whether it has exited is asked
+with waitid(WNOWAIT), which leaves it a zombie, and while it is unreaped its number, and so
+its group's, belongs to it and to nobody else: os.kill(pid) and os.killpg(pid) reach our
+processes or none. Once it is reaped (Popen.wait, the last step), nothing is signalled again,
+not even with signal 0. A server that dies before it is ready is found this way too, and its
+group is cleaned up the same way (a zombie leader still holds the group's number). Whether
+any process other than the leader is left in the group is read from /proc (each process's
+stat: its group and state; zombies count as gone) through the host view.
 
 Logs go to files the sweep creates in a private 0700 directory (tempfile.mkdtemp).
 """
@@ -33,6 +46,9 @@ from xputune.measure.client import Endpoint, ServerError, get_json
 from xputune.userfiles import printable
 
 _POLL = 0.5  # seconds between readiness checks
+_POLL_TIMEOUT = 5.0  # one readiness check, at most (and never past the start timeout)
+_FAILED_START_GRACE = 5.0  # stop()'s grace when the server did not start
+_KILL_WAIT = 30.0  # after SIGKILL to the group: how long to wait for it to go
 
 
 class LaunchFailed(XputuneError):
@@ -142,6 +158,100 @@ def baseline_command(command: Command, step_args: list[str]) -> tuple[list[str],
     return [*command.head, *flags, *step_args], env
 
 
+class _Leader:
+    """The server's process, which leads its own process group (start_new_session).
+
+    It is reaped only by reap(), so until then its pid, which is also its group's id, is
+    its own (a zombie holds the number as a running process does): the signals below reach
+    it and its group, or nothing. After reap() they do nothing."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.reaped = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def ended(self) -> str | None:
+        """How it ended ("status 3", "signal 9"), asked without reaping it; None while it
+        runs."""
+        if self.reaped:
+            return "an unknown status"
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped by someone else: its number is no longer ours
+            self.reaped = True
+            return "an unknown status"
+        if info is None:
+            return None
+        if info.si_code == os.CLD_EXITED:
+            return f"status {info.si_status}"
+        return f"signal {info.si_status}"
+
+    def signal(self, sig: int) -> None:
+        if not self.reaped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, sig)
+
+    def signal_group(self, sig: int) -> None:
+        if not self.reaped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+
+    def gone(self) -> bool:
+        """It has exited and no other process of its group is left (zombies aside)."""
+        return self.ended() is not None and not _others_in_group(self.pid)
+
+    def wait(self, seconds: float) -> bool:
+        """Whether it and its whole group are gone within `seconds`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if self.gone():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+
+    def reap(self, seconds: float = 5.0) -> None:
+        """Collect its exit status (the last step: nothing is signalled after it)."""
+        if self.reaped:
+            return
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:  # unkillable (in the kernel): Popen reaps it later
+            return
+        self.reaped = True
+
+
+def _others_in_group(pgid: int) -> bool:
+    """Whether a process other than `pgid` itself is in process group `pgid`, read from
+    /proc/N/stat ("pid (comm) state ppid pgrp ..."); zombies are dead. True when /proc
+    cannot tell (better a longer wait than a group taken for gone)."""
+    from xputune.errors import HostError
+    from xputune.host import open_host
+
+    view = open_host()
+    try:
+        names = view.listdir("/proc")
+    except HostError:
+        return True
+    if "self" not in names:  # no procfs here
+        return True
+    group = str(pgid)
+    for name in names:
+        if not name.isdigit() or name == group:
+            continue
+        try:
+            stat = view.read_optional(f"/proc/{name}/stat")
+        except (HostError, OSError):  # gone between the listing and the read
+            continue
+        fields = (stat or "").rpartition(")")[2].split()
+        if len(fields) > 2 and fields[2] == group and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
 @dataclass
 class Server:
     """One server process group; start() waits until it answers, stop() until it is gone."""
@@ -150,15 +260,17 @@ class Server:
     endpoint: Endpoint
     log: Path
     env: dict[str, str] = field(default_factory=dict)
-    proc: subprocess.Popen | None = None
+    leader: _Leader | None = None
 
     def start(self, timeout: float) -> float:
-        """Start it and wait until GET /server_info answers; the seconds that took."""
+        """Start it and wait until GET /server_info answers; the seconds that took. Ends
+        by `timeout` (plus the stop of a server that did not start), whatever it does."""
         t0 = time.monotonic()
+        deadline = t0 + timeout
         fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as log:
             try:
-                self.proc = subprocess.Popen(
+                proc = subprocess.Popen(
                     self.argv, env={**os.environ, **self.env}, stdout=log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 )  # fmt: skip
@@ -166,27 +278,29 @@ class Server:
                 raise LaunchFailed(
                     f"cannot start {printable(self.argv[0])}: {printable(str(exc))[:200]}"
                 ) from None
+        self.leader = leader = _Leader(proc)
         try:
             while True:
-                code = self.proc.poll()
-                if code is not None:
+                how = leader.ended()
+                if how is not None:
                     raise LaunchFailed(
-                        f"the server exited with status {code} before it was ready "
+                        f"the server exited with {how} before it was ready "
                         f"(log {self.log}): {_tail(self.log)}"
                     )
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LaunchFailed(
+                        f"the server was not ready after {timeout:g} s (log {self.log}): "
+                        f"{_tail(self.log)}"
+                    )
                 try:
-                    get_json(self.endpoint, "/server_info", timeout=5)
+                    get_json(self.endpoint, "/server_info", timeout=min(_POLL_TIMEOUT, left))
                     return time.monotonic() - t0
                 except ServerError:
                     pass
-                if time.monotonic() - t0 > timeout:
-                    raise LaunchFailed(
-                        f"the server was not ready after {timeout:.0f} s (log {self.log}): "
-                        f"{_tail(self.log)}"
-                    )
-                time.sleep(_POLL)
+                time.sleep(max(0.0, min(_POLL, deadline - time.monotonic())))
         except BaseException:
-            self.stop(grace=5.0)
+            self.stop(grace=_FAILED_START_GRACE)
             raise
 
     def stop(self, grace: float = 20.0) -> float:
@@ -195,46 +309,21 @@ class Server:
         SIGTERM goes to the session's leader first (SGLang's main process): it drains, stops
         its scheduler and detokenizer, and its resource tracker removes the semaphores it made.
         A SIGTERM to the whole group at once kills the tracker too, which leaves them behind.
-        Whatever is left after `grace` gets SIGTERM as a group, then SIGKILL.
+        Whatever is left after `grace` gets SIGTERM as a group, then SIGKILL. The leader is
+        reaped last, so every signal here reaches this server's processes or none (_Leader).
         """
-        proc, self.proc = self.proc, None
-        if proc is None:
+        leader, self.leader = self.leader, None
+        if leader is None:
             return 0.0
         t0 = time.monotonic()
         with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting, kill
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(proc.pid, signal.SIGTERM)
-            if not self._wait(proc, grace):
-                self._signal(proc, signal.SIGTERM, min(grace, 5.0))
-        self._signal(proc, signal.SIGKILL, 30.0)
+            if leader.ended() is None:
+                leader.signal(signal.SIGTERM)
+            if not leader.wait(grace):
+                leader.signal_group(signal.SIGTERM)
+                leader.wait(min(grace, 5.0))
+        if not leader.gone():
+            leader.signal_group(signal.SIGKILL)
+            leader.wait(_KILL_WAIT)
+        leader.reap()
         return time.monotonic() - t0
-
-    @staticmethod
-    def _wait(proc: subprocess.Popen, wait: float) -> bool:
-        """Whether the leader and every process of its group are gone within `wait` s."""
-        deadline = time.monotonic() + wait
-        while True:
-            if proc.poll() is not None and not _group_alive(proc.pid):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
-
-    @classmethod
-    def _signal(cls, proc: subprocess.Popen, sig: int, wait: float) -> None:
-        """Signal the group, unless it is gone (its number may then be another's), and wait."""
-        if cls._wait(proc, 0.0):
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        cls._wait(proc, wait)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

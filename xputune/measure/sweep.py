@@ -337,7 +337,7 @@ def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice
         if result.workload is None:
             result.vocab = vocab_of(step.info, token_range)
             result.workload = build_workload(
-                trace, block_tokens=block_tokens, max_prompt=step.info.max_prompt,
+                trace, block_tokens=block_tokens, max_req_input_len=step.info.max_prompt,
                 max_output=max_output,
             )  # fmt: skip
             if not result.workload.requests:

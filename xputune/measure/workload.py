@@ -12,13 +12,20 @@ Scaling: a Mooncake block is 512 tokens, far more than a test server's pool hold
 ceil(t * n / B), at least 1; so do the tokens past the blocks). The prediction is made from the
 scaled requests with block size n, so measurement and prediction see the same workload.
 
-Bounds: a prompt longer than the server accepts (its max_req_input_len) is cut to that length
-at the end, which keeps every shared prefix a prefix; the output length is the trace's, capped.
+Bounds: SGLang's own rules, the same in 0.5.20 through 0.5.23 (docs/measure.md, "The server's
+limits"). Its scheduler aborts a request whose prompt has len(input_ids) >= max_req_input_len
+(managers/utils.py, validate_input_length), so the longest prompt it takes is one token less
+(longest_prompt); a longer one is cut to that length at the end, which keeps every shared
+prefix a prefix. It clips max_new_tokens to max_req_len - len(input_ids) - 1, where max_req_len
+= max_req_input_len + 5 (scheduler.init_req_max_new_tokens, tp_worker's worker info), so a
+request is asked for no more output than the server would produce (longest_output): what it is
+asked for is what it does, and input + output stays under the model's context length, which
+the tokenizer manager checks (input + max_new_tokens > context length is refused). The output
+length is the trace's, capped at --max-output and then at that.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -73,10 +80,12 @@ def _at(record: dict[str, Any]) -> float | None:
     value = record.get("timestamp")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"timestamp must be a number of ms, got {value!r}"[:120])
     if value < 0:
         raise ValueError(f"timestamp must be >= 0, got {value}")
+    if not value <= traces.MAX_TIMESTAMP_MS:  # compared before float(): 4,000 digits overflow
+        raise ValueError(f"timestamp must be at most 2^53 ms, got {traces.shown(value)}")
     return float(value)
 
 
@@ -86,7 +95,7 @@ def _output(record: dict[str, Any]) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"output_length must be an integer >= 0, got {value!r}"[:120])
-    return value
+    return traces._nonneg_int(value, "output_length")  # at most traces.MAX_TOKENS
 
 
 def read_slice(
@@ -142,9 +151,23 @@ def read_slice(
 # ------------------------------------------------------------------------------ the workload
 
 
+def longest_prompt(max_req_input_len: int) -> int:
+    """The longest prompt SGLang takes: its scheduler aborts len(input_ids) >=
+    max_req_input_len ("Input length (N tokens) exceeds the maximum allowed length (N
+    tokens)"), so one token less than the max_req_input_len /server_info reports (0: the
+    server takes no prompt, and every request is left out as empty)."""
+    return max(0, max_req_input_len - 1)
+
+
+def longest_output(max_req_input_len: int, prompt: int) -> int:
+    """The most output tokens SGLang generates after a prompt of `prompt` tokens (at least 1):
+    it clips max_new_tokens to max_req_len - prompt - 1, max_req_len = max_req_input_len + 5."""
+    return max(1, max_req_input_len + 4 - prompt)
+
+
 @dataclass(frozen=True)
 class Request:
-    """One request as a replay sends it: scaled, cut to the server's limit."""
+    """One request as a replay sends it: scaled, within the server's limits."""
 
     index: int  # position in the replay
     line: int  # line of the trace
@@ -170,6 +193,8 @@ class Workload:
     outputs_capped: int  # output lengths cut to max_output
     outputs_missing: int  # requests whose trace line gave no output length
     empty: int = 0  # requests of no input tokens, left out (a server refuses them)
+    outputs_limited: int = 0  # output lengths cut to what the server generates (longest_output)
+    longest_prompt: int | None = None  # the longest prompt the server takes (None: no limit)
 
     @property
     def input_tokens(self) -> int:
@@ -222,18 +247,20 @@ def build_workload(
     trace: TraceSlice,
     *,
     block_tokens: int | None = None,
-    max_prompt: int | None = None,
+    max_req_input_len: int | None = None,
     max_output: int = 512,
     default_output: int = 1,
 ) -> Workload:
-    """The trace's requests scaled to `block_tokens` per block, bounded for the server."""
+    """The trace's requests scaled to `block_tokens` per block, bounded for the server whose
+    /server_info reports `max_req_input_len` (None: no bound)."""
     n = block_tokens or trace.block
     if n < 1:
         raise ValueError(f"tokens per block must be >= 1, got {n}")
     if max_output < 1:
         raise ValueError(f"the output cap must be >= 1, got {max_output}")
+    max_prompt = None if max_req_input_len is None else longest_prompt(max_req_input_len)
     out: list[Request] = []
-    truncated = capped = missing = empty = 0
+    truncated = capped = missing = empty = limited = 0
     for r in trace.requests:
         tokens = [max(1, _scaled(t, n, trace.block)) for t in r.tokens]
         tail = _scaled(r.tail, n, trace.block)
@@ -256,7 +283,13 @@ def build_workload(
         if want > max_output:
             capped += 1
             want = max_output
+        if max_req_input_len is not None:
+            most = longest_output(max_req_input_len, sum(tokens) + tail)
+            if want > most:
+                limited += 1
+                want = most
         out.append(Request(len(out), r.line, r.at_ms, tuple(ids), tuple(tokens), tail, want))
     return Workload(
-        out, trace.format, trace.block, n, trace.skipped, truncated, capped, missing, empty
-    )
+        out, trace.format, trace.block, n, trace.skipped, truncated, capped, missing, empty,
+        limited, max_prompt,
+    )  # fmt: skip

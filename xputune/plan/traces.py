@@ -41,6 +41,12 @@ MOONCAKE_BLOCK = 512
 #: a generic one of 1M token ids about 8 MB.
 MAX_LINE = 16 << 20
 _MASK = (1 << 64) - 1
+#: Bounds on a trace's numbers, far above any real request (they refuse garbage such as a
+#: 4,000-digit integer, not data), the same on both paths: the fast one hands a line past
+#: them to the per-line one, which refuses it naming the line.
+MAX_TOKENS = 1 << 50  # input_length and output_length: tokens of one request
+MAX_PAGE_SIZE = 1 << 31  # page_size: tokens per page
+MAX_TIMESTAMP_MS = float(1 << 53)  # timestamp: ms (past it a double holds no whole ms)
 
 
 @dataclass(frozen=True)
@@ -87,11 +93,23 @@ class EmptyTraceError(TraceFormatError):
         self.line = 0
 
 
-def _nonneg_int(value: Any, what: str) -> int:
+def shown(value: int | float) -> str:
+    """A number as an error quotes it: short, and never str() of an integer past Python's
+    4,300-digit limit, nor float() of one past a double."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if value.bit_length() > 128:
+        return f"an integer of {'thousands' if value.bit_length() > 3300 else 'hundreds'} of digits"
+    return str(value)
+
+
+def _nonneg_int(value: Any, what: str, top: int = MAX_TOKENS) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{what} must be an integer, got {value!r}"[:120])
     if value < 0:
-        raise ValueError(f"{what} must be >= 0, got {value}")
+        raise ValueError(f"{what} must be >= 0, got {shown(value)}")
+    if value > top:
+        raise ValueError(f"{what} must be at most {top:,}, got {shown(value)}")
     return value
 
 
@@ -102,7 +120,7 @@ def _id_list(value: Any, what: str) -> list[int]:
         if isinstance(item, bool) or not isinstance(item, int):
             raise ValueError(f"{what} must hold integers, got {item!r}"[:120])
         if item < 0 or item > _MASK:
-            raise ValueError(f"{what} must hold 64-bit unsigned integers, got {item}")
+            raise ValueError(f"{what} must hold 64-bit unsigned integers, got {shown(item)}")
     return value
 
 
@@ -203,7 +221,7 @@ def chain(hashes: list[int]) -> list[int]:
 def _generic_add(builder: _Builder, record: dict, size: int | None) -> int:
     """Add one generic request; returns the page size in force after it."""
     if "page_size" in record:
-        given = _nonneg_int(record["page_size"], "page_size")
+        given = _nonneg_int(record["page_size"], "page_size", MAX_PAGE_SIZE)
         if given == 0:
             raise ValueError("page_size must be > 0")
         if size is not None and given != size:
@@ -567,7 +585,7 @@ class TraceReader:
                 return None
             block = size
             chained = np.array(flags, dtype=np.int8)
-        if block is None or block > 2**31:
+        if block is None or block > MAX_PAGE_SIZE:
             return None
         batch = self._arrays(raw, n, lengths, block, chained, missing)
         if batch is not None:
@@ -586,7 +604,7 @@ class TraceReader:
         if missing:
             lengths = np.where(np.array(missing, dtype=bool), counts * block, lengths)
         has = counts > 0
-        if (lengths < 0).any() or (lengths > 2**50).any():
+        if (lengths < 0).any() or (lengths > MAX_TOKENS).any():
             return None
         if (has & ((counts - 1) * block >= lengths)).any():
             return None
