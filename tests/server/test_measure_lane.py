@@ -77,7 +77,7 @@ def test_replay_of_a_real_slice_beside_the_prediction(
 ) -> None:
     server = Server(
         models["mha"], tmp_path, features=FEATURES, write_policy="write_through",
-        extra_args=["--hicache-ratio", "4"], release=release,
+        extra_args=["--hicache-ratio", "4", "--enable-metrics"], release=release,
     )  # fmt: skip
     with server:
         code, out, err = run_cli(
@@ -91,6 +91,13 @@ def test_replay_of_a_real_slice_beside_the_prediction(
     _save(f"replay {release}", doc)
     m = doc["measured"]
     assert m["requests"] == {"sent": 200, "completed": 200, "failed": 0}, m["errors"]
+    # The tier check on a healthy server: the counters read, the L2 it counted written and
+    # serving, nothing named (tests/server/test_tier_lane.py makes a tier fail).
+    check = doc["tier_check"]
+    counters = check["counters"]
+    assert counters is not None and counters["host_written_tokens"] > 0, check
+    assert counters["served_tokens"]["host"] == m["tokens"]["cached_host"], (check, m["tokens"])
+    assert check["findings"] == [], check
     assert doc["server"]["device_tokens"] == 1024 and doc["server"]["host_tokens"] == 4097
     assert m["hit_rate"]["device"] > 0 and m["hit_rate"]["host"] > 0.02, m["hit_rate"]
     _check_against_prediction(doc, "replay")
@@ -197,6 +204,8 @@ def test_sweep_three_sizes_on_real_servers(
         assert got["low"] <= m["hit_rate"]["total"] <= got["high"], got
         ttft = m["intervals"]["ttft_mean_ms"]
         assert ttft["low"] <= m["ttft_ms"]["mean"] <= ttft["high"], ttft
+        check = step["tier_check"]  # the sweep's servers publish their counters
+        assert check["counters"] is not None and check["findings"] == [], (step["label"], check)
     assert totals[0] < totals[1] < totals[2], (totals, timing)  # as predicted: L2 pays here
     assert doc["valid"] and doc["noise"]["requests"] == 400
     rises = {(d["from"], d["to"]): d for d in doc["differences"]}

@@ -94,7 +94,7 @@ REPLAY = Command(
             kind="flag", default=False),
         FORMAT,
     ),
-    exits=(exits.MEASUREMENT,),
+    exits=(exits.DIFFERENCE, exits.MEASUREMENT),
 )  # fmt: skip
 SWEEP = Command(
     ("sweep",),
@@ -124,7 +124,7 @@ SWEEP = Command(
     ),
     passthrough="sglang_args",
     passthrough_metavar="SGLANG_ARGS",
-    exits=(exits.MEASUREMENT,),
+    exits=(exits.DIFFERENCE, exits.MEASUREMENT),
 )  # fmt: skip
 
 
@@ -223,8 +223,17 @@ def replay_cmd(
     --min-completion percent completed (default: all) the run is not valid and ends with
     status 10. Ctrl-C stops and reports what was measured.
 
+    Tier check: L2 (host) and L3 (storage) are each set against what they should serve (the
+    prediction at their capacity), what they served (the requests) and what the server
+    counted them written and read over the run (its /metrics, when it runs with
+    --enable-metrics); a tier written but serving nothing where hits were due (dead), serving
+    below half its prediction beyond the run's bound (starved), or whose hits are slower than
+    recomputing the prompt (slow) is named with its evidence and likely causes, and the run
+    ends with status 1.
+
     Example: xputune replay --trace conv.jsonl --url http://127.0.0.1:30000 -n 500 -c 4
     """
+    from xputune.measure import tiercounters, tierhealth
     from xputune.measure.client import Endpoint
     from xputune.measure.predict import differences, predict
     from xputune.measure.replay import replay
@@ -251,13 +260,18 @@ def replay_cmd(
         )
     prediction = predict(exact_curve(workload.trace()), info)
     table = fmt is Format.table
+    before, _ = tiercounters.read(endpoint)
     with _counting(len(workload.requests), "replaying", table) as advance:
         run = replay(workload, endpoint, vocab, load, advance)
+    after, counters_note = tiercounters.read(endpoint)
+    counters = after.minus(before) if after is not None and before is not None else None
     concurrent = load.mode == "open" or (load.concurrency or 1) > 1
     notes = differences(workload, info, run.records, concurrent=concurrent, vocab=vocab)
+    findings = tierhealth.assess(run.records, prediction, info, counters)
     data = replay_document(
         trace_file=trace, workload=workload, info=info, load=load, vocab=vocab,
         max_output=max_output, run=run, prediction=prediction, notes=notes,
+        tier_check=tierhealth.check_document(findings, counters, counters_note),
         per_request=per_request, min_completion=min_completion / 100,
     )  # fmt: skip
     if fmt is not Format.table:
@@ -266,7 +280,9 @@ def replay_cmd(
         _render_replay(data)
     if run.stop == "interrupted":
         return exits.INTERRUPTED
-    return exits.OK if data["valid"] else exits.MEASUREMENT
+    if not data["valid"]:
+        return exits.MEASUREMENT
+    return exits.DIFFERENCE if findings else exits.OK
 
 
 def _pct(x: float | None) -> str:
@@ -388,10 +404,25 @@ def _render_replay(data: dict[str, Any]) -> None:
     title = f"hit rate by tier: prediction (tiers) and measurement{over}"
     print_fitted(c, _comparison_table(data["comparison"], title), text_lines(lines))
     _render_failures(c, m["errors"])
+    _render_tier_check(c, data["tier_check"])
     if data["notes"]:
         c.print("why the measurement can differ from the prediction:")
         c.print(bullets(data["notes"]))
     _render_validity(c, data)
+
+
+def _render_tier_check(c: Any, check: dict[str, Any], where: str = "") -> None:
+    """Each tier that fills but does not serve, with its evidence and likely causes."""
+    from xputune.cli.output import bullets, text
+
+    for found in check["findings"]:
+        c.print(text(f"{where}tier check: {found['summary']}"))
+        c.print(bullets(found["evidence"]))
+        c.print("  likely causes:")
+        c.print(bullets(found["likely_causes"]))
+    if check["counters"] is None and check["counters_note"]:
+        c.print(text(f"{where}tier check without the server's counters: "
+                     f"{check['counters_note']}"))  # fmt: skip
 
 
 def _over(req: dict[str, Any]) -> str:
@@ -596,7 +627,9 @@ def sweep_cmd(
         return exits.INTERRUPTED
     if result.error:
         raise XputuneError(result.error)
-    return exits.OK if data["valid"] else exits.MEASUREMENT
+    if not data["valid"]:
+        return exits.MEASUREMENT
+    return exits.DIFFERENCE if any(s.findings for s in result.steps) else exits.OK
 
 
 def _render_sweep(data: dict[str, Any]) -> None:
@@ -723,6 +756,8 @@ def _render_sweep(data: dict[str, Any]) -> None:
     for s in data["steps"]:
         if s["measured"]:
             _render_failures(c, s["measured"]["errors"], s["label"] + ": ")
+        if s["tier_check"]:
+            _render_tier_check(c, s["tier_check"], s["label"] + ": ")
     _render_validity(c, data)
 
 

@@ -58,6 +58,8 @@ COUNT_MAX = 1 << 50
 class ServerError(XputuneError):
     """The server cannot be reached or is not one a replay can drive."""
 
+    status: int | None = None  # the HTTP status, when the server answered with another than 200
+
 
 class ServerTimeout(ServerError):
     """The server was reached but did not answer in full before the deadline."""
@@ -180,14 +182,29 @@ def _why(exc: BaseException) -> str:
 def get_json(endpoint: Endpoint, path: str, timeout: float = 10.0) -> Any:
     """GET a JSON document, all of it within `timeout` seconds; ServerError (one line) when
     unreachable, not 200, not JSON or too large, ServerTimeout when not all there in time."""
+    where = f"{endpoint.url}{path}"
+    body = get_body(endpoint, path, timeout, DOC_MAX, "application/json")
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ServerError(f"GET {where}: the answer is not JSON (nested too deeply)") from None
+    except ValueError as exc:
+        why = "an integer of thousands of digits" if "integer string" in str(exc) else "not JSON"
+        raise ServerError(f"GET {where}: the answer is not JSON xputune reads ({why})") from None
+
+
+def get_body(endpoint: Endpoint, path: str, timeout: float, limit: int, accept: str) -> bytes:
+    """GET `path`, all of it within `timeout` seconds and `limit` bytes; ServerError (one
+    line, with the HTTP status in `status`) when unreachable, not 200 or too large,
+    ServerTimeout when not all there in time."""
     deadline = time.monotonic() + timeout
     conn = endpoint._timed()
     where = f"{endpoint.url}{path}"
     try:
         conn.arm(deadline)
-        conn.request("GET", endpoint.prefix + path, headers={"Accept": "application/json"})
+        conn.request("GET", endpoint.prefix + path, headers={"Accept": accept})
         resp = conn.getresponse()
-        body = resp.read(DOC_MAX + 1)
+        body = resp.read(limit + 1)
     except TimeoutError:
         if conn.sock is None:  # not connected yet
             raise ServerError(f"cannot reach {where}: timed out") from None
@@ -200,16 +217,12 @@ def get_json(endpoint: Endpoint, path: str, timeout: float = 10.0) -> Any:
     finally:
         conn.close()
     if resp.status != 200:
-        raise ServerError(f"GET {where}: HTTP {resp.status} {printable(resp.reason)[:80]}")
-    if len(body) > DOC_MAX:
-        raise ServerError(f"GET {where}: more than {DOC_MAX >> 20} MiB: not a server's answer")
-    try:
-        return json.loads(body)
-    except RecursionError:
-        raise ServerError(f"GET {where}: the answer is not JSON (nested too deeply)") from None
-    except ValueError as exc:
-        why = "an integer of thousands of digits" if "integer string" in str(exc) else "not JSON"
-        raise ServerError(f"GET {where}: the answer is not JSON xputune reads ({why})") from None
+        error = ServerError(f"GET {where}: HTTP {resp.status} {printable(resp.reason)[:80]}")
+        error.status = resp.status
+        raise error
+    if len(body) > limit:
+        raise ServerError(f"GET {where}: more than {limit >> 20} MiB: not a server's answer")
+    return body
 
 
 @dataclass

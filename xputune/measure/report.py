@@ -111,11 +111,12 @@ def replay_document(
     run: ReplayRun,
     prediction: Prediction,
     notes: list[str],
+    tier_check: dict[str, Any],
     per_request: bool = False,
     min_completion: float = 1.0,
 ) -> dict[str, Any]:
     """`xputune replay --format json`: valid (false with its reasons when fewer than
-    `min_completion` of the requests sent completed)."""
+    `min_completion` of the requests sent completed); tier_check from tierhealth."""
     from xputune.measure.noise import method
 
     n = len(workload.requests)
@@ -131,6 +132,7 @@ def replay_document(
         "measured": measured,
         "predicted": prediction_part(prediction, workload.block_tokens),
         "comparison": comparison(prediction, measured["hit_rate"]),
+        "tier_check": tier_check,
         "notes": [*info.notes, *honesty_notes(run.records, n), *notes],
     }
     if per_request:
@@ -162,6 +164,7 @@ def _step_part(step: Any, base: Any, recompute: Any, paired: Any, n: int | None,
         "predicted": None,
         "comparison": None,
         "net_benefit": None,
+        "tier_check": step.tier_check,
     }
     if step.run is not None:
         measured = stats.measured(step.run.records, step.run.elapsed, n)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xputune.errors import XputuneError
 from xputune.measure.client import Endpoint
@@ -106,6 +106,9 @@ def parse_sizes(text: str) -> list[Size]:
 
 # ------------------------------------------------------------------------- the plan's ladder
 
+# Every sweep server publishes its counters: the tier check reads them (SGLang's flag, off by
+# default, in every release of the range).
+METRICS = ["--enable-metrics"]
 _VALUED = ("--model", "--config", "--tp", "--strategy", "--cards", "--dtype", "--root", "--example")
 
 
@@ -189,6 +192,8 @@ class Step:
     start_s: float | None = None
     replay_s: float | None = None
     stop_s: float | None = None
+    tier_check: dict[str, Any] | None = None  # tierhealth.check_document of its run
+    findings: int = 0  # how many tiers the check named
 
     @property
     def hicache(self) -> bool:
@@ -276,6 +281,8 @@ def run_sweep(
     host = (user_value(sglang_args, "--host") or ["127.0.0.1"])[0]
     given_port = user_value(sglang_args, "--port")
     extra = [] if user_value(sglang_args, "--host") else ["--host", host]
+    # The tier check reads what each tier was written and served from the server's counters.
+    extra += [] if user_value(sglang_args, "--enable-metrics") is not None else METRICS
     command = dry_run(launch_opts, [*sglang_args, *extra])
     logs = tempfile.mkdtemp(prefix="xputune-sweep-")
     plan: list[Size | None] = ([None] if baseline else []) + list(sizes)
@@ -322,6 +329,7 @@ def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice
               token_range: tuple[int, int] | None, host_tokens: int | None,
               start_timeout: float, stop_grace: float) -> bool:  # fmt: skip
     """Start, replay, stop; False when the replay was interrupted."""
+    from xputune.measure import tiercounters, tierhealth
     from xputune.measure.predict import predict
     from xputune.measure.replay import replay
     from xputune.measure.server import read_server
@@ -346,12 +354,18 @@ def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice
         assert result.vocab is not None and result.curve is not None
         step.prediction = predict(result.curve, step.info)
         progress.ready(step)
+        before, _ = tiercounters.read(server.endpoint)
         t = time.monotonic()
         step.run = replay(
             result.workload, server.endpoint, result.vocab, load,
             progress.replaying(len(result.workload.requests)),
         )  # fmt: skip
         step.replay_s = time.monotonic() - t
+        after, note = tiercounters.read(server.endpoint)
+        counters = after.minus(before) if after is not None and before is not None else None
+        findings = tierhealth.assess(step.run.records, step.prediction, step.info, counters)
+        step.findings = len(findings)
+        step.tier_check = tierhealth.check_document(findings, counters, note)
     finally:
         step.stop_s = server.stop(stop_grace)
     return step.run.stop != "interrupted"
