@@ -141,7 +141,7 @@ def main() -> None:
             workload = build_workload(
                 sliced,
                 block_tokens=args.block_tokens,
-                max_req_input_len=info.max_prompt,
+                max_req_input_len=info.max_req_input_len,
                 max_output=args.max_output,
             )
             bodies = [workload.body(r, vocab) for r in workload.requests]  # fmt: skip

@@ -95,6 +95,12 @@ def _fake_server(tmp: Path) -> str:
     return server.url
 
 
+_PHASES = (
+    "--block-tokens 64 -c 1 --per-request --recovery-margin 1000 "
+    "--phases warm:20,measure:10,stress:20@c2,cool:0.1s,measure:10"
+)
+
+
 def _replay(tmp: Path, *more: str) -> list[str]:
     return ["replay", "--trace", _trace(tmp), "--url", _fake_server(tmp), *more, "-f", "json"]
 
@@ -108,6 +114,13 @@ def _sweep(tmp: Path, *more: str) -> list[str]:
         "-c", "1", *more, "-f", "json", "--", "--model-path", model, "--device", "cpu",
         "--max-total-tokens", "512",
     ]  # fmt: skip
+
+
+def _l3_folder(tmp: Path) -> str:
+    """A folder for the stand-in's file L3 store (the launcher wants it to exist)."""
+    folder = tmp / "l3"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
 
 
 def fake_sglang_env(_tmp: Path) -> dict[str, str]:
@@ -283,10 +296,15 @@ CASES: dict[str, list[Case]] = {
     "replay": [
         lambda tmp: _replay(tmp, "--block-tokens", "64", "-c", "2", "--per-request"),
         lambda tmp: _replay(tmp, "--block-tokens", "32", "--speedup", "100", "--max-output", "2"),
+        # a margin no drift passes: the verdict is "recovered", exit 0
+        lambda tmp: _replay(tmp, *_PHASES.split()),
     ],
     "sweep": [
         lambda tmp: _sweep(tmp, "--sizes", "x1,x2,x4", "--baseline", "--min-gain", "0"),
         lambda tmp: _sweep(tmp, "--sizes", "x2"),
+        lambda tmp: _sweep(
+            tmp, "--sizes", "x1,x2", "--launch-opt", f"--l3 file --l3-dir {_l3_folder(tmp)}"
+        ),
     ],
 }
 

@@ -5,14 +5,22 @@ Protocol (as measured on a real 0.5.20 server): GET /server_info (the resolved s
 max_total_num_tokens, max_req_input_len, version), GET /health, POST /generate with
 input_ids; "stream": true answers `data: {...}` SSE lines over chunked HTTP/1.1 (output_ids
 so far, meta_info with prompt_tokens, completion_tokens, cached_tokens and, when something
-was cached, cached_tokens_details {"device", "host"}), then `data: [DONE]`. A prompt at or over
-max_req_input_len is one aborted chunk (HTTP 200) when streamed, HTTP 400 otherwise; an empty
-one 400.
+was cached, cached_tokens_details {"device", "host"}, "storage" too with an L3), then
+`data: [DONE]`. A prompt at or over max_req_input_len is one aborted chunk (HTTP 200) when
+streamed, HTTP 400 otherwise; an empty one 400.
 
 Cache: token-level prefix LRU. L1 holds `device_tokens` tokens, L2 (with HiCache) host
 tokens as SGLang sizes them (ratio x L1, or --hicache-size GB / bytes per token), written
-through; a hit never covers the prompt's last token. Latency: base + per uncached token +
-per token loaded from L2, then one decode step per output token.
+through; a hit never covers the prompt's last token. With --hicache-storage-backend an
+unbounded L3 behind them, written through too and kept in a file, so it outlives the server
+as SGLang's stores do: `file` in $SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR (SGLang's
+default /tmp/hicache), any other backend in the file FAKE_SGLANG_POOL names (a pool shared
+by every server given it; in memory without it); POST /hicache/storage-backend/clear empties
+it. FAKE_SGLANG_L3_DROP makes a store that takes every write and keeps none (a dead L3 tier),
+FAKE_SGLANG_CLEAR_FAIL one whose clear fails (HTTP 400, as SGLang answers a failed clear).
+
+Latency: base + per uncached token + per token loaded from L2 or L3, then one decode step per
+output token.
 
 Run as a module it is `sglang.launch_server` (tests/measure/fake_site/sglang puts it there):
 SGLang's flags are read, unknown ones ignored; SIGTERM stops it after FAKE_SGLANG_STOP_DELAY.
@@ -55,13 +63,42 @@ def write_model(folder: str) -> str:
     return folder
 
 
-class Cache:
-    """L1 and L2 as ordered dicts of prefix keys (one key per token), least recent first."""
+class Store:
+    """The L3 tier: a set of prefix keys, kept in a file (one key a line) when given one."""
 
-    def __init__(self, device: int, host: int) -> None:
+    def __init__(self, path: str | None, drop: bool = False) -> None:
+        self.path = path
+        self.drop = drop
+        self.keys: set[int] = set()
+        if path and os.path.exists(path):
+            with open(path) as fh:
+                self.keys = {int(line) for line in fh if line.strip()}
+
+    def add(self, keys: list[int]) -> None:
+        if self.drop:
+            return
+        new = [k for k in keys if k not in self.keys]
+        self.keys.update(new)
+        if self.path and new:
+            with open(self.path, "a") as fh:
+                fh.write("".join(f"{k}\n" for k in new))
+
+    def clear(self) -> None:
+        self.keys.clear()
+        if self.path:
+            with open(self.path, "w"):
+                pass
+
+
+class Cache:
+    """L1 and L2 as ordered dicts of prefix keys (one key per token), least recent first; L3
+    (a Store) behind them when there is one."""
+
+    def __init__(self, device: int, host: int, store: Store | None = None) -> None:
         self.device_cap, self.host_cap = device, host
         self.device: OrderedDict[int, None] = OrderedDict()
         self.host: OrderedDict[int, None] = OrderedDict()
+        self.store = store
         self.lock = threading.Lock()
 
     @staticmethod
@@ -72,7 +109,8 @@ class Cache:
             out.append(h)
         return out
 
-    def lookup(self, keys: list[int]) -> tuple[int, int]:
+    def lookup(self, keys: list[int]) -> tuple[int, int, int]:
+        """Tokens served from (L1, L2, L3)."""
         with self.lock:
             d = 0
             while d < len(keys) and keys[d] in self.device:
@@ -80,9 +118,13 @@ class Cache:
             h = d
             while h < len(keys) and keys[h] in self.host:
                 h += 1
+            s = h
+            while self.store is not None and s < len(keys) and keys[s] in self.store.keys:
+                s += 1
         limit = max(0, len(keys) - 1)
         host = max(0, min(h, limit) - d)
-        return min(d, limit), host
+        storage = max(0, min(s, limit) - max(h, d))
+        return min(d, limit), host, storage
 
     def insert(self, keys: list[int]) -> None:
         with self.lock:
@@ -94,6 +136,8 @@ class Cache:
                     tier.move_to_end(k)
                 while len(tier) > cap:
                     tier.popitem(last=False)
+            if self.store is not None:
+                self.store.add(keys)
 
 
 class FakeSGLang:
@@ -115,6 +159,8 @@ class FakeSGLang:
         host: str = "127.0.0.1",
         port: int = 0,
         bytes_per_token: int = 1024,
+        storage_backend: str | None = None,
+        storage_path: str | None = None,
     ) -> None:
         self.device_tokens = device_tokens
         self.hicache = hicache
@@ -129,8 +175,12 @@ class FakeSGLang:
         else:
             host_tokens = (int(device_tokens * ratio) // page_size + 1) * page_size
         self.host_tokens = host_tokens
-        self.cache = Cache(device_tokens, host_tokens)
-        self.max_prompt = device_tokens - 6
+        self.storage_backend = storage_backend if hicache else None
+        drop = bool(os.environ.get("FAKE_SGLANG_L3_DROP"))
+        store = Store(storage_path, drop) if self.storage_backend else None
+        self.cache = Cache(device_tokens, host_tokens, store)
+        self.clears = 0
+        self.max_req_input_len = device_tokens - 6
         self.requests = 0
         self.server = ThreadingHTTPServer((host, port), _Handler)
         self.server.daemon_threads = True
@@ -172,24 +222,28 @@ class FakeSGLang:
             "hicache_ratio": self.ratio,
             "hicache_size": self.size_gb,
             "hicache_write_policy": self.write_policy,
-            "hicache_storage_backend": None,
+            "hicache_storage_backend": self.storage_backend,
             "kv_cache_dtype": "auto",
             "max_total_num_tokens": self.device_tokens,
-            "max_req_input_len": self.max_prompt,
+            "max_req_input_len": self.max_req_input_len,
             "status": "ready",
             "version": "0.5.20",
         }
 
 
-def _meta(prompt: int, done: int, device: int, host: int, finish: Any) -> dict[str, Any]:
-    cached = device + host
+def _meta(prompt: int, done: int, device: int, host: int, finish: Any,
+          storage: int | None = None) -> dict[str, Any]:  # fmt: skip
+    cached = device + host + (storage or 0)
+    details: dict[str, int] = {"device": device, "host": host}
+    if storage is not None:
+        details["storage"] = storage
     return {
         "id": "fake",
         "finish_reason": finish,
         "prompt_tokens": prompt,
         "completion_tokens": done,
         "cached_tokens": cached,
-        "cached_tokens_details": {"device": device, "host": host} if cached else None,
+        "cached_tokens_details": details if cached else None,
     }
 
 
@@ -208,6 +262,14 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.dumps(doc).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _text(self, status: int, text: str) -> None:
+        body = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -232,6 +294,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self.fake.cache.host.clear()
             self._json(200, {"flushed": True})
             return
+        if self.path == "/hicache/storage-backend/clear":
+            store = self.fake.cache.store
+            if store is None or os.environ.get("FAKE_SGLANG_CLEAR_FAIL"):
+                self._text(400, "")
+                return
+            with self.fake.cache.lock:
+                store.clear()
+            self.fake.clears += 1
+            self._text(200, "Hierarchical cache storage backend cleared.\n")
+            return
         if self.path != "/generate":
             self._json(404, {"detail": "Not Found"})
             return
@@ -247,7 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
         if any(t >= fake.vocab or t < 0 for t in ids):
             self._json(400, {"error": {"message": "token id out of the vocabulary"}})
             return
-        if len(ids) >= fake.max_prompt:  # SGLang: len(input_ids) >= max_req_input_len
+        if len(ids) >= fake.max_req_input_len:  # SGLang: len(input_ids) >= max_req_input_len
             why = f"Input length ({len(ids)} tokens) exceeds the maximum allowed length"
             if not stream:
                 self._json(400, {"error": {"message": why}})
@@ -258,22 +330,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._end_stream()
             return
         keys = fake.cache.keys(ids)
-        device, host = fake.cache.lookup(keys)
+        device, host, storage = fake.cache.lookup(keys)
         if fake.page_size > 1:
             device -= device % fake.page_size
             host -= (device + host) % fake.page_size
-        uncached = len(ids) - device - host
-        time.sleep((fake.base_ms + (uncached * fake.prefill_us + host * fake.host_us) / 1e3) / 1e3)
+            storage -= (device + host + storage) % fake.page_size
+        uncached = len(ids) - device - host - storage
+        loaded = host + storage
+        work_us = uncached * fake.prefill_us + loaded * fake.host_us
+        time.sleep((fake.base_ms + work_us / 1e3) / 1e3)
+        l3 = storage if fake.storage_backend else None
         fake.cache.insert(keys)
         outputs = [(ids[-1] + i) % fake.vocab for i in range(1, n + 1)]
         if not stream:
-            meta = _meta(len(ids), n, device, host, {"type": "length", "length": n})
+            meta = _meta(len(ids), n, device, host, {"type": "length", "length": n}, l3)
             self._json(200, {"text": "", "output_ids": outputs, "meta_info": meta})
             return
         self._begin_stream()
         for i in range(1, n + 1):
             finish = {"type": "length", "length": n} if i == n else None
-            meta = _meta(len(ids), i, device, host, finish)
+            meta = _meta(len(ids), i, device, host, finish, l3)
             self._chunk({"text": "x", "output_ids": outputs[:i], "meta_info": meta})
             if i < n:
                 time.sleep(fake.decode_ms / 1e3)
@@ -303,6 +379,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--hicache-size", type=int, default=0)
     p.add_argument("--hicache-write-policy", default="write_through")
     p.add_argument("--page-size", type=int, default=1)
+    p.add_argument("--hicache-storage-backend", default=None)
     args, _ = p.parse_known_args(argv)
     if os.environ.get("FAKE_SGLANG_FAIL"):
         print("RuntimeError: not enough memory for the KV cache", file=sys.stderr)
@@ -317,6 +394,8 @@ def main(argv: list[str]) -> None:
         decode_ms=float(os.environ.get("FAKE_SGLANG_DECODE_MS", "0.5")),
         prefill_us=float(os.environ.get("FAKE_SGLANG_PREFILL_US", "20")),
         host_us=float(os.environ.get("FAKE_SGLANG_HOST_US", "5")),
+        storage_backend=args.hicache_storage_backend,
+        storage_path=_store_path(args.hicache_storage_backend),
     )  # fmt: skip
     stop_delay = float(os.environ.get("FAKE_SGLANG_STOP_DELAY", "0"))
     stopping = threading.Event()
@@ -335,6 +414,16 @@ def main(argv: list[str]) -> None:
     time.sleep(stop_delay)
     fake.stop()
     sys.exit(0)
+
+
+def _store_path(backend: str | None) -> str | None:
+    """Where the L3 of `backend` lives: SGLang's file folder (created as SGLang does), or the
+    pool file FAKE_SGLANG_POOL names."""
+    if backend == "file":
+        folder = os.environ.get("SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR") or "/tmp/hicache"
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, "fake-l3.keys")
+    return os.environ.get("FAKE_SGLANG_POOL") if backend else None
 
 
 def _switches() -> dict[str, str]:

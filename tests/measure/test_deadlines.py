@@ -225,7 +225,7 @@ def test_a_missing_or_null_field_takes_its_default() -> None:
     doc = {**server_info(), "page_size": None, "tp_size": None, "chunked_prefill_size": 0}
     del doc["max_req_input_len"]
     info = server_mod.parse_server_info(doc, "u")
-    got = (info.page_size, info.tp_size, info.chunked_prefill, info.max_prompt)
+    got = (info.page_size, info.tp_size, info.chunked_prefill, info.max_req_input_len)
     assert got == (1, 1, None, None)
     off = {**server_info(), "enable_hierarchical_cache": False, "hicache_ratio": float("nan")}
     assert server_mod.parse_server_info(off, "u").host_tokens == 0  # unused: not judged

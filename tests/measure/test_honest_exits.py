@@ -43,7 +43,7 @@ def test_prompts_at_the_limit_all_complete(run_cli, fake) -> None:
     doc = json.loads(out)
     assert doc["valid"] and doc["invalid_reasons"] == [] and doc["min_completion"] == 1.0
     assert doc["measured"]["requests"] == {"sent": 100, "completed": 100, "failed": 0}
-    longest = fake.max_prompt - 1
+    longest = fake.max_req_input_len - 1
     assert doc["trace"]["truncated_prompts"] == 87 and doc["trace"]["longest_prompt"] == longest
     assert max(r["prompt_tokens"] for r in doc["per_request"]) == longest
 

@@ -38,7 +38,7 @@ def _step(label: str, records: list[Record], host_tokens: int = 0) -> Step:
     size = None if label == "baseline" else Size("ratio", float(label[1:]))
     info = ServerInfo(
         url="u", version="0.5.20", model_path=None, tp_size=1, page_size=1, device_tokens=100,
-        max_prompt=None, radix_cache=True, hicache=size is not None, hicache_ratio=None,
+        max_req_input_len=None, radix_cache=True, hicache=size is not None, hicache_ratio=None,
         hicache_size_gb=0.0, write_policy=None, storage_backend=None, chunked_prefill=None,
         host_tokens=host_tokens, host_source="ratio", vocab_size=None,
     )  # fmt: skip

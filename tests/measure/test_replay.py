@@ -93,7 +93,7 @@ def test_ctrl_c_returns_what_was_measured(fake: FakeSGLang) -> None:
 
 def test_failures_are_counted_and_the_run_goes_on(fake: FakeSGLang) -> None:
     w = build_workload(read_slice(_trace(6)), block_tokens=4)
-    fake.max_prompt = 10  # every 16-token prompt is now too long
+    fake.max_req_input_len = 10  # every 16-token prompt is now too long
     run = replay(w, Endpoint.parse(fake.url), VOCAB, Load(concurrency=2))
     assert len(run.records) == 6 and not any(r.ok for r in run.records)
     assert hit_rates(run.records)["total"] is None

@@ -17,7 +17,8 @@ from xputune.measure.tierhealth import Finding, assess
 def _info(storage: str | None = None, policy: str = "write_through") -> ServerInfo:
     return ServerInfo(
         url="u", version="0.5.23", model_path=None, tp_size=1, page_size=1, device_tokens=1024,
-        max_prompt=None, radix_cache=True, hicache=True, hicache_ratio=2.0, hicache_size_gb=0.0,
+        max_req_input_len=None, radix_cache=True, hicache=True, hicache_ratio=2.0,
+        hicache_size_gb=0.0,
         write_policy=policy, storage_backend=storage, chunked_prefill=None, host_tokens=2048,
         host_source="ratio", vocab_size=None,
     )  # fmt: skip

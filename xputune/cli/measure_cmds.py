@@ -90,6 +90,16 @@ REPLAY = Command(
         Opt("url", ("--url",), "The running SGLang server (SGLang's default port is 30000).",
             kind="name", default="http://127.0.0.1:30000", metavar="URL"),
         *TRACE_OPTIONS,
+        Opt("phases", ("--phases",), "Phases in one run, comma-separated: warm:N, measure:N, "
+            "stress:N (each the first N requests of the slice, in tokens of its own; warm "
+            "and stress take a load: @Kx for K times the speedup or concurrency, @cK for K "
+            "at once), cool:T (idle: 30s, 2m). The last measure phase is compared with the "
+            "first, request by request: recovered, or not (exit 1), naming the figure. "
+            "--duration bounds them all.", metavar="SPEC"),
+        Opt("recovery_margin", ("--recovery-margin",), "With --phases: a figure of the last "
+            "measurement counts as worse only when worse beyond noise and by more than this "
+            "percent of its first value.", kind="float", min=0.0, max=1000.0, default=10.0,
+            metavar="PERCENT"),
         Opt("per_request", ("--per-request",), "Add every request's numbers to the JSON.",
             kind="flag", default=False),
         FORMAT,
@@ -118,6 +128,14 @@ SWEEP = Command(
         Opt("stop_grace", ("--stop-grace",), "Seconds between SIGTERM and SIGKILL when a "
             "server is stopped.", kind="float", min=0.0, max=MAX_SECONDS, default=20.0,
             metavar="SECONDS"),
+        Opt("clear_l3", ("--clear-l3",), "With an L3 store the sweep cannot give each size "
+            "of its own (Mooncake): empty it through each size's server before its replay "
+            "(POST /hicache/storage-backend/clear). A shared pool is emptied for every "
+            "instance using it. A file store needs none: each size gets a new folder.",
+            kind="flag", default=False),
+        Opt("keep_l3", ("--keep-l3",), "Use the L3 store as it is for every size: later "
+            "sizes may count what earlier ones stored as their own L3 hits (said in the "
+            "result).", kind="flag", default=False),
         PYTHON,
         *TRACE_OPTIONS,
         FORMAT,
@@ -207,6 +225,8 @@ def replay_cmd(
     host_tokens: int | None,
     timeout: float,
     min_completion: float,
+    phases: str | None,
+    recovery_margin: float,
     per_request: bool,
     fmt: Format,
 ) -> int:
@@ -231,7 +251,19 @@ def replay_cmd(
     recomputing the prompt (slow) is named with its evidence and likely causes, and the run
     ends with status 1.
 
+    Phases (--phases): warm the tiers, stress them at a higher load, let the server cool,
+    measure again, in one run. Each request phase sends the first N requests of the slice in
+    tokens no other phase sends, so the first and the last measure phase are the same
+    requests at the same load, both new to every tier: each phase's hit rates, TTFT and
+    throughput are reported with their intervals, and the last measurement is compared with
+    the first request by request. "did not recover": a figure worse beyond noise and by more
+    than --recovery-margin percent of its first value, named, and the run ends with status
+    1; "recovered" otherwise. A measurement that did not run whole is not compared (10).
+
     Example: xputune replay --trace conv.jsonl --url http://127.0.0.1:30000 -n 500 -c 4
+
+    Example: xputune replay --trace conv.jsonl -c 2 --phases
+    warm:400,measure:200,stress:800@c16,cool:30s,measure:200
     """
     from xputune.measure import tiercounters, tierhealth
     from xputune.measure.client import Endpoint
@@ -246,11 +278,20 @@ def replay_cmd(
     endpoint = Endpoint.parse(url)
     given_range = _token_range(token_range)
     load = _load(concurrency, speedup, max_inflight, duration, timeout)
+    plan = _phases(phases, requests)
     info = read_server(endpoint, host_tokens)
     vocab = vocab_of(info, given_range)
-    sliced = _read_trace(trace, trace_format, block_size, skip, requests)
+    limit = requests
+    if plan is not None and requests is None:
+        from xputune.measure.phases import most_requests
+
+        limit = most_requests(plan)
+    sliced = _read_trace(trace, trace_format, block_size, skip, limit)
     workload = build_workload(
-        sliced, block_tokens=block_tokens, max_req_input_len=info.max_prompt, max_output=max_output
+        sliced,
+        block_tokens=block_tokens,
+        max_req_input_len=info.max_req_input_len,
+        max_output=max_output,
     )
     if not workload.requests:
         raise XputuneError(f"{trace}: the slice holds no request with input tokens")
@@ -258,8 +299,14 @@ def replay_cmd(
         raise XputuneError(
             f"{trace}: some requests have no timestamp: give --concurrency N (closed loop)"
         )
-    prediction = predict(exact_curve(workload.trace()), info)
     table = fmt is Format.table
+    if plan is not None:
+        return _replay_phases(
+            plan, trace=trace, workload=workload, endpoint=endpoint, vocab=vocab, load=load,
+            info=info, max_output=max_output, per_request=per_request,
+            min_completion=min_completion / 100, margin=recovery_margin / 100, fmt=fmt,
+        )  # fmt: skip
+    prediction = predict(exact_curve(workload.trace()), info)
     before, _ = tiercounters.read(endpoint)
     with _counting(len(workload.requests), "replaying", table) as advance:
         run = replay(workload, endpoint, vocab, load, advance)
@@ -283,6 +330,101 @@ def replay_cmd(
     if not data["valid"]:
         return exits.MEASUREMENT
     return exits.DIFFERENCE if findings else exits.OK
+
+
+def _phases(text: str | None, requests: int | None) -> list[Any] | None:
+    """The phases of --phases (None without it), checked against -n."""
+    if text is None:
+        return None
+    from xputune.measure.phases import most_requests, parse_phases
+
+    plan = parse_phases(text)
+    if requests is not None and requests < most_requests(plan):
+        raise XputuneError(
+            f"--phases: a phase sends {most_requests(plan):,} requests, the slice holds "
+            f"{requests:,} (-n): give -n {most_requests(plan)} or more, or leave it out"
+        )
+    return plan
+
+
+def _replay_phases(plan: list[Any], *, trace: str, workload: Any, endpoint: Any, vocab: Any,
+                   load: Any, info: Any, max_output: int, per_request: bool,
+                   min_completion: float, margin: float, fmt: Format) -> int:  # fmt: skip
+    """replay --phases: run them, render, and the exit status."""
+    from xputune.measure.phases import NOT_RECOVERED, most_requests, run_phases
+    from xputune.measure.predict import differences
+    from xputune.measure.report import phases_document
+
+    need = most_requests(plan)
+    if len(workload.requests) < need:
+        raise XputuneError(
+            f"--phases: a phase sends {need:,} requests, the slice holds "
+            f"{len(workload.requests):,} with input tokens: lower the phase, or --skip"
+        )
+    progress = _PhasesProgress(fmt is Format.table)
+    try:
+        result = run_phases(plan, workload, endpoint, vocab, load, info, progress)
+    finally:
+        progress.close()
+    shown = result.last if result.last.run is not None else result.first
+    notes = []
+    if shown.run is not None and shown.workload is not None:
+        concurrent = load.mode == "open" or (load.concurrency or 1) > 1
+        notes = differences(shown.workload, info, shown.run.records, concurrent=concurrent,
+                            vocab=vocab)  # fmt: skip
+    data = phases_document(
+        result, trace_file=trace, workload=workload, info=info, load=load, vocab=vocab,
+        max_output=max_output, notes=notes, per_request=per_request,
+        min_completion=min_completion, margin=margin,
+    )  # fmt: skip
+    if fmt is not Format.table:
+        emit_data(data, fmt)
+    else:
+        _render_phases(data)
+    if result.stop == "interrupted":
+        return exits.INTERRUPTED
+    if not data["valid"]:
+        return exits.MEASUREMENT
+    findings = any(p["tier_check"] and p["tier_check"]["findings"] for p in data["phases"])
+    if data["recovery"]["verdict"] == NOT_RECOVERED or findings:
+        return exits.DIFFERENCE
+    return exits.OK
+
+
+class _PhasesProgress:
+    """A line and a replay bar per phase on stderr, on a terminal only."""
+
+    def __init__(self, enabled: bool) -> None:
+        import sys
+
+        self.on = enabled and sys.stderr.isatty()
+        self.err = console(stderr=True)
+        self._bar: Any = None
+        self.total = 0
+
+    def phase(self, run: Any, total: int) -> Callable[[Any], None] | None:
+        if not self.on:
+            return None
+        what = f"idle {run.phase.seconds:g} s" if run.phase.idle else f"{total:,} requests"
+        self.err.print(f"[phase {run.number}] {run.phase.spec}: {what}", highlight=False)
+        if run.phase.idle:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        bar = Progress(TextColumn("      replaying"), BarColumn(), MofNCompleteColumn(),
+                       console=self.err, transient=True)  # fmt: skip
+        task = bar.add_task("", total=total)
+        bar.start()
+        self._bar = bar
+        return lambda _record: bar.advance(task, 1)
+
+    def done(self, run: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 def _pct(x: float | None) -> str:
@@ -407,6 +549,100 @@ def _render_replay(data: dict[str, Any]) -> None:
     _render_tier_check(c, data["tier_check"])
     if data["notes"]:
         c.print("why the measurement can differ from the prediction:")
+        c.print(bullets(data["notes"]))
+    _render_validity(c, data)
+
+
+def _phase_load_cell(ld: dict[str, Any] | None) -> str:
+    if ld is None:
+        return "-"
+    if ld["mode"] == "closed":
+        return f"{ld['concurrency']} at once"
+    return f"{ld['speedup']:g}x clock"
+
+
+def _render_phases(data: dict[str, Any]) -> None:
+    """replay --phases: every phase, the last measurement against the first, and the last
+    measurement beside the prediction."""
+    from xputune.cli.output import bullets, new_table, print_fitted, text
+
+    c = console()
+    run = data["run"]
+    c.print(text(_trace_line(data["trace"])), soft_wrap=True)  # a path: never folded
+    c.print(text(_server_line(data["server"])))
+    stop = {"done": "", "duration": " (stopped by --duration)", "interrupted": " (interrupted)"}
+    c.print(
+        text(
+            f"load: {_load_line(data['load'])} (the measure phases'); "
+            f"{len(data['phases'])} phases in {run['seconds']:.1f} s{stop[run['stop']]}"
+        )
+    )
+    storage = data["server"]["storage_backend"] is not None
+    heads = ["#", "phase", "load", "requests", "s", "hit rate", "L1", "L2"]
+    heads += ["L3"] if storage else []
+    table = new_table("phases: measured (measure phases with their 95% bootstrap intervals)",
+                      [*heads, "TTFT mean ms", "req/s"])  # fmt: skip
+    for p in data["phases"]:
+        m = p["measured"]
+        took = "-" if p["elapsed_s"] is None else f"{p['elapsed_s']:.1f}"
+        if m is None:
+            idle = p["kind"] == "idle" and p["status"] != "not run"
+            cells = ["idle" if idle else p["status"]] + ["-"] * (len(heads) - 5)
+            table.add_row(str(p["number"]), p["spec"], "-", *cells[:1], took, *cells[1:],
+                          "-", "-")  # fmt: skip
+            continue
+        req, rates, iv = m["requests"], m["hit_rate"], m["intervals"]
+        measured = p["name"] == "measure"
+        total = _pct(rates["total"]) + (f" {_ci(iv['hit_rate']['total'], _pct)}" if measured
+                                        else "")  # fmt: skip
+        ttft = _ms(m["ttft_ms"]["mean"]) + (f" {_ci(iv['ttft_mean_ms'], _ms)}" if measured
+                                            else "")  # fmt: skip
+        tiers = [_pct(rates[t]) for t in ("device", "host")] + (
+            [_pct(rates["storage"])] if storage else []
+        )
+        table.add_row(
+            str(p["number"]), p["spec"], _phase_load_cell(p["load"]),
+            f"{req['completed']:,}/{req['sent']:,}", took, total, *tiers, ttft,
+            f"{m['throughput']['requests_per_s'] or 0:.2f}",
+        )  # fmt: skip
+    print_fitted(c, table)
+    rec = data["recovery"]
+    noise = f"{data['noise']['confidence']:.0%} bootstrap intervals, paired"
+    c.print(text(f"recovery: measure phase {rec['last_phase']} against phase "
+                 f"{rec['first_phase']}, the same {rec['requests']:,} requests ({noise}"
+                 + (f", over the {rec['compared']:,} completed in both" if rec["compared"]
+                    and rec["compared"] < rec["requests"] else "") + "):"))  # fmt: skip
+    for f in rec["figures"]:
+        scale, unit = (100.0, "pts") if f["unit"] == "points" else (1.0, f["unit"])
+        said = _diff(f["change"], scale, unit)
+        mark = ""
+        if f["verdict"] in ("worse", "worse within the margin", "better"):
+            mark = f": {f['verdict']}"
+            if f["margin"] is not None and f["verdict"] != "better":
+                mark += f" (margin {f['margin'] * scale:.3g} {unit})"
+        judged = "" if f["judged"] else " (shown, not judged)"
+        c.print(text(f"  {f['label']}: {said}{mark}{judged}"))
+    margin = f"{rec['margin']:.0%} of the first value"
+    if rec["verdict"] == "recovered":
+        c.print(text(f"recovered: no figure is worse beyond noise and the margin ({margin})",
+                     "green"))  # fmt: skip
+    elif rec["verdict"] == "did not recover":
+        c.print(text(f"did not recover: {', '.join(rec['worse'])} worse beyond noise and the "
+                     f"margin ({margin}; exit {exits.DIFFERENCE})", "bold red"))  # fmt: skip
+    else:
+        c.print(text(f"not compared: {rec['reason']}", "yellow"))
+    over = _over(data["measured"]["requests"])
+    title = (f"hit rate by tier, phase {run['shown_phase']}: prediction (tiers) and "
+             f"measurement{over}")  # fmt: skip
+    print_fitted(c, _comparison_table(data["comparison"], title))
+    for p in data["phases"]:
+        where = f"phase {p['number']} ({p['spec']}): "
+        if p["measured"] and p["name"] == "measure":
+            _render_failures(c, p["measured"]["errors"], where)
+        if p["tier_check"]:
+            _render_tier_check(c, p["tier_check"], where)
+    if data["notes"]:
+        c.print("notes:")
         c.print(bullets(data["notes"]))
     _render_validity(c, data)
 
@@ -547,6 +783,8 @@ def sweep_cmd(
     launch_opt: list[str],
     start_timeout: float,
     stop_grace: float,
+    clear_l3: bool,
+    keep_l3: bool,
     python: str | None,
     trace_format: TraceFormat,
     block_size: int | None,
@@ -581,6 +819,15 @@ def sweep_cmd(
     whose requests complete below --min-completion ends the sweep with status 10. Server
     logs stay in a private temporary folder.
 
+    With an L3 tier (--launch-opt '--l3 file --l3-dir DIR', or '--l3 mooncake ...'), every
+    size starts with an empty L3 store, so that no size counts what an earlier one stored as
+    its own hits: a file store gets a new folder per size inside DIR (removed after its
+    server stopped; nothing else in DIR is touched); a store the sweep cannot give each size
+    of its own (a Mooncake pool) is refused unless --clear-l3 (emptied through each size's
+    server before its replay, for every instance using it) or --keep-l3 (used as it is,
+    said in the result). L3's hit rate per size is shown beside its prediction, and the
+    tier check covers it.
+
     Example: xputune sweep --trace conv.jsonl --sizes x2,x4,x8 --baseline -c 1 -- --model-path
     /models/m --device cpu --max-total-tokens 4096
     """
@@ -609,7 +856,7 @@ def sweep_cmd(
             launch_opts=launch_opts, sglang_args=sglang_args, load=load,
             block_tokens=block_tokens, max_output=max_output, token_range=given_range,
             host_tokens=host_tokens, start_timeout=start_timeout, stop_grace=stop_grace,
-            progress=progress,
+            progress=progress, clear_l3=clear_l3, keep_l3=keep_l3,
         )  # fmt: skip
     finally:
         progress.close()
@@ -641,10 +888,12 @@ def _render_sweep(data: dict[str, Any]) -> None:
     if data["load"]:
         c.print(text(f"load: {_load_line(data['load'])}"))
         c.print(text(f"server logs in {data['logs']}"), soft_wrap=True)
+    l3 = data.get("l3")
     hits = new_table(
         "hit rate by tier per L2 size: measured (predicted)",
-        ["size", "L1 tokens", "L2 tokens", "device", "host", "total"],
-    )
+        ["size", "L1 tokens", "L2 tokens", "device", "host", *(["storage"] if l3 else []),
+         "total"],
+    )  # fmt: skip
     times = new_table(
         "latency, net benefit against the baseline, and time per step",
         ["size", "TTFT p50 ms", "TTFT p99 ms", "TTFT mean ms", "TTFT saved ms",
@@ -665,6 +914,7 @@ def _render_sweep(data: dict[str, Any]) -> None:
             _tokens(srv["host_tokens"]) if srv else "-",
             cell("device"),
             cell("host"),
+            *([cell("storage")] if l3 else []),
             cell("total"),
         )
         tm, ttft = s["timing_s"], (m["ttft_ms"] if m else {})
@@ -677,6 +927,8 @@ def _render_sweep(data: dict[str, Any]) -> None:
             *("-" if tm[k] is None else f"{tm[k]:.1f}" for k in ("start", "replay", "stop")),
         )
     print_fitted(c, hits, times)
+    if l3:
+        c.print(text(_l3_line(l3, data["steps"])), soft_wrap=True)  # a path: never folded
     rule = data.get("plateau_rule")
     if data["differences"]:
         c.print(text(f"differences between sizes ({_noise_words(data['noise'])}, paired):"))
@@ -759,6 +1011,23 @@ def _render_sweep(data: dict[str, Any]) -> None:
         if s["tier_check"]:
             _render_tier_check(c, s["tier_check"], s["label"] + ": ")
     _render_validity(c, data)
+
+
+def _l3_line(l3: dict[str, Any], steps: list[dict[str, Any]]) -> str:
+    """What each size's L3 store held at its start."""
+    name = f"L3 ({l3['backend']})"
+    if l3["between_sizes"] == "own_folder":
+        pages = [f"{s['label']} {_tokens(s['l3']['pages_written'])}" for s in steps
+                 if s["l3"] and s["l3"]["pages_written"] is not None]  # fmt: skip
+        wrote = f"; pages written: {', '.join(pages)}" if pages else ""
+        return (f"{name}: each size started with a new empty folder of its own in "
+                f"{l3['folder']}, removed after its server stopped{wrote}")  # fmt: skip
+    if l3["between_sizes"] == "cleared":
+        return (f"{name}: emptied through each size's server before its replay "
+                "(--clear-l3), for every instance using the store")  # fmt: skip
+    where = f" ({l3['folder']})" if l3["folder"] else ""
+    return (f"{name}{where}: kept as it was between sizes (--keep-l3): later sizes may count "
+            "what earlier ones stored as their own L3 hits")  # fmt: skip
 
 
 _NOT_CACHE = "not a cache effect (the host's load moved, or the servers differ otherwise)"

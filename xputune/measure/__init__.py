@@ -17,7 +17,11 @@ in; this package measures both on the server the user runs. Its parts:
              and why a measurement can differ from it
   serverproc a server started through `xputune launch sglang` (its own session), stopped;
              signalled only while unreaped, so never a reused pid
+  phases     phases in one replay (warm, measure, stress, cool), each in tokens of its own,
+             and the last measurement against the first: recovered or not
   sweep      the tier-by-tier experiment: launch, replay, stop; plateau, baseline, fit
+  l3store    the L3 store between a sweep's sizes: a new folder per size (file), emptied
+             (--clear-l3) or kept (--keep-l3) where it cannot be given one
   analysis   what a sweep says: load and recompute lines, net benefit, knee, plateau, and the
              differences between sizes, each with its interval (noise)
   report     the replay and sweep documents (schemas replay.json and sweep.json)

@@ -197,31 +197,50 @@ def get_body(endpoint: Endpoint, path: str, timeout: float, limit: int, accept: 
     """GET `path`, all of it within `timeout` seconds and `limit` bytes; ServerError (one
     line, with the HTTP status in `status`) when unreachable, not 200 or too large,
     ServerTimeout when not all there in time."""
+    return _exchange(endpoint, "GET", path, timeout, limit, accept)
+
+
+def post_body(endpoint: Endpoint, path: str, timeout: float, limit: int = ERROR_MAX) -> bytes:
+    """POST `path` with no body (an admin endpoint such as /hicache/storage-backend/clear),
+    the answer read whole within `timeout` seconds and `limit` bytes; the same errors as
+    get_body, the HTTP status in `status` and the server's words in the message."""
+    return _exchange(endpoint, "POST", path, timeout, limit, "*/*")
+
+
+def _exchange(endpoint: Endpoint, method: str, path: str, timeout: float, limit: int,
+              accept: str) -> bytes:  # fmt: skip
     deadline = time.monotonic() + timeout
     conn = endpoint._timed()
     where = f"{endpoint.url}{path}"
     try:
         conn.arm(deadline)
-        conn.request("GET", endpoint.prefix + path, headers={"Accept": accept})
+        headers = {"Accept": accept}
+        if method == "POST":
+            headers["Content-Length"] = "0"
+        conn.request(method, endpoint.prefix + path, headers=headers)
         resp = conn.getresponse()
         body = resp.read(limit + 1)
     except TimeoutError:
         if conn.sock is None:  # not connected yet
             raise ServerError(f"cannot reach {where}: timed out") from None
         raise ServerTimeout(
-            f"GET {where}: no complete answer within {timeout:g} s (a server that hangs or "
-            "trickles)"
+            f"{method} {where}: no complete answer within {timeout:g} s (a server that hangs "
+            "or trickles)"
         ) from None
     except (OSError, http.client.HTTPException) as exc:
         raise ServerError(f"cannot reach {where}: {_why(exc)}") from None
     finally:
         conn.close()
     if resp.status != 200:
-        error = ServerError(f"GET {where}: HTTP {resp.status} {printable(resp.reason)[:80]}")
+        said = f": {_error_message(body[:limit])}" if method == "POST" and body.strip() else ""
+        error = ServerError(
+            f"{method} {where}: HTTP {resp.status} {printable(resp.reason)[:80]}{said}"
+        )
         error.status = resp.status
         raise error
     if len(body) > limit:
-        raise ServerError(f"GET {where}: more than {limit >> 20} MiB: not a server's answer")
+        size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
+        raise ServerError(f"{method} {where}: more than {size}: not a server's answer")
     return body
 
 

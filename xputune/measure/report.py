@@ -65,12 +65,9 @@ def prediction_part(prediction: Prediction, block_tokens: int) -> dict[str, Any]
 
 
 def run_part(run: ReplayRun) -> dict[str, Any]:
-    import datetime
-
-    started = datetime.datetime.fromtimestamp(run.started, datetime.UTC)
     return {
         "stop": run.stop,
-        "started": started.isoformat(timespec="seconds"),
+        "started": _started(run.started),
         "unsent": run.unsent,
         "abandoned": run.abandoned,
     }
@@ -133,6 +130,8 @@ def replay_document(
         "predicted": prediction_part(prediction, workload.block_tokens),
         "comparison": comparison(prediction, measured["hit_rate"]),
         "tier_check": tier_check,
+        "phases": None,
+        "recovery": None,
         "notes": [*info.notes, *honesty_notes(run.records, n), *notes],
     }
     if per_request:
@@ -140,8 +139,120 @@ def replay_document(
     return doc
 
 
+def _phase_load(load: Load) -> dict[str, Any]:
+    return {
+        "mode": load.mode,
+        "concurrency": load.concurrency,
+        "speedup": None if load.concurrency else load.speedup,
+        "max_inflight": None if load.concurrency else load.max_inflight,
+        "duration_s": None if load.duration is None else round(load.duration, 3),
+    }
+
+
+def phase_part(pr: Any, per_request: bool, min_completion: float) -> dict[str, Any]:
+    """One phase of a replay with --phases (measure/phases.py)."""
+    n = pr.phase.requests
+    out: dict[str, Any] = {
+        "number": pr.number,
+        **pr.phase.document(),
+        "salt": pr.salt,
+        "status": pr.status,
+        "started_s": None if pr.started_s is None else round(pr.started_s, 3),
+        "elapsed_s": None if pr.elapsed_s is None else round(pr.elapsed_s, 3),
+        "input_tokens_before": pr.input_before,
+        "load": None if pr.load is None else _phase_load(pr.load),
+        "run": None if pr.run is None else run_part(pr.run),
+        "measured": None,
+        "predicted_hit_rate": None if pr.prediction is None else pr.prediction.rates(),
+        "valid": None,
+        "invalid_reasons": [],
+        "tier_check": pr.tier_check,
+    }
+    if pr.run is not None:
+        out["measured"] = stats.measured(pr.run.records, pr.run.elapsed, n)
+        if pr.phase.name == "measure":
+            reasons = stats.validity(pr.run.records, min_completion)
+            out["valid"], out["invalid_reasons"] = not reasons, reasons
+        if per_request:
+            out["per_request"] = [r.document() for r in pr.run.records]
+    return out
+
+
+def phases_document(
+    result: Any,
+    *,
+    trace_file: str,
+    workload: Workload,
+    info: ServerInfo,
+    load: Load,
+    vocab: TokenRange,
+    max_output: int,
+    notes: list[str],
+    per_request: bool = False,
+    min_completion: float = 1.0,
+    margin: float = 0.10,
+) -> dict[str, Any]:
+    """`xputune replay --phases ... --format json`: the replay document of the last measure
+    phase that ran (measured, predicted, comparison, tier_check), every phase in `phases`, the
+    last measurement against the first in `recovery`; `run` is the whole run's; valid when
+    both measurements completed as --min-completion asks and could be compared."""
+    from xputune.measure import phases as ph
+    from xputune.measure.replay import ReplayRun
+    from xputune.measure.tierhealth import check_document
+
+    first, last = result.first, result.last
+    shown = last if last.run is not None else first
+    run = shown.run or ReplayRun([], 0.0, result.stop, shown.phase.requests, 0, result.started)
+    prediction = shown.prediction
+    if prediction is None:
+        from xputune.measure.predict import predict
+        from xputune.plan.hitrate import exact_curve
+
+        prediction = predict(exact_curve(workload.head(shown.phase.requests, 0).trace()), info)
+    doc = replay_document(
+        trace_file=trace_file, workload=shown.workload or workload.head(shown.phase.requests, 0),
+        info=info, load=load, vocab=vocab, max_output=max_output, run=run,
+        prediction=prediction, notes=[],
+        tier_check=shown.tier_check or check_document([], None, "the phase did not run"),
+        per_request=per_request, min_completion=min_completion,
+    )  # fmt: skip
+    doc["trace"] = trace_part(trace_file, workload)
+    parts = [phase_part(pr, per_request, min_completion) for pr in result.phases]
+    recovery = ph.recovery(result, info.storage_backend is not None and info.hicache, margin)
+    reasons = [
+        f"phase {p['number']} ({p['spec']}): {why}" for p in parts for why in p["invalid_reasons"]
+    ]
+    if recovery["verdict"] == ph.NOT_COMPARED:
+        reasons.append(f"the measurements were not compared: {recovery['reason']}")
+    doc.update(validity_part(reasons, min_completion))
+    doc["run"] = {
+        "stop": result.stop,
+        "started": _started(result.started),
+        "unsent": sum(
+            (pr.run.unsent if pr.run is not None else (pr.phase.requests or 0))
+            for pr in result.phases
+        ),
+        "abandoned": sum(pr.run.abandoned for pr in result.phases if pr.run is not None),
+        "seconds": round(result.seconds, 3),
+        "shown_phase": shown.number,
+    }
+    doc["phases"] = parts
+    doc["recovery"] = recovery
+    doc["notes"] = [
+        *info.notes, *honesty_notes(run.records, shown.phase.requests), *ph.notes(result, info),
+        *notes,
+    ]  # fmt: skip
+    return doc
+
+
+def _started(when: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat(timespec="seconds")
+
+
 def _step_part(step: Any, base: Any, recompute: Any, paired: Any, n: int | None,
-               min_completion: float) -> dict[str, Any]:  # fmt: skip
+               min_completion: float, l3: Any = None) -> dict[str, Any]:  # fmt: skip
     from xputune.measure.analysis import net_benefit
 
     out: dict[str, Any] = {
@@ -165,6 +276,7 @@ def _step_part(step: Any, base: Any, recompute: Any, paired: Any, n: int | None,
         "comparison": None,
         "net_benefit": None,
         "tier_check": step.tier_check,
+        "l3": None if step.l3 is None or l3 is None else step.l3.document(l3),
     }
     if step.run is not None:
         measured = stats.measured(step.run.records, step.run.elapsed, n)
@@ -175,12 +287,33 @@ def _step_part(step: Any, base: Any, recompute: Any, paired: Any, n: int | None,
             out["predicted"] = {
                 "device_tokens": step.prediction.device_tokens,
                 "host_tokens": step.prediction.host_tokens,
+                "storage": "unbounded" if step.prediction.storage else None,
                 "hit_rate": step.prediction.rates(),
             }
             out["comparison"] = comparison(step.prediction, measured["hit_rate"])
         if base is not None and base is not step and step.hicache:
             out["net_benefit"] = net_benefit(step, base, recompute, paired)
     return out
+
+
+def l3_notes(result: Any) -> list[str]:
+    """What the sweep's L3 store held at each size's start, when that is not 'nothing'."""
+    from xputune.measure import l3store
+
+    policy = result.l3
+    notes = []
+    if policy is not None and policy.between_sizes == l3store.KEPT:
+        where = f" ({policy.folder})" if policy.folder else ""
+        notes.append(
+            f"L3 ({policy.backend}{where}) was kept as it was between sizes (--keep-l3): a "
+            "later size can count what an earlier one stored there as its own L3 hits, so the "
+            "differences between sizes include it, and the prediction (an L3 empty at the "
+            "start) can fall short of what L3 served"
+        )
+    for s in result.steps:
+        if s.l3 is not None and s.l3.note:
+            notes.append(f"{s.label}: L3 folder {s.l3.folder}: {s.l3.note}")
+    return notes
 
 
 def sweep_document(
@@ -198,7 +331,7 @@ def sweep_document(
     recompute = recompute_fit(steps)
     n = None if result.workload is None else len(result.workload.requests)
     paired = Paired(steps, n)
-    parts = [_step_part(s, base, recompute, paired, n, min_completion) for s in steps]
+    parts = [_step_part(s, base, recompute, paired, n, min_completion, result.l3) for s in steps]
     reasons = [f"{p['label']}: {why}" for p in parts for why in p["invalid_reasons"]]
     if not any(s.run is not None for s in steps):
         reasons.append("no size was measured")
@@ -218,13 +351,14 @@ def sweep_document(
         "stopped_early_after": result.stopped_early,
         "not_run": result.skipped_sizes,
         "max_hit_rate": None if result.curve is None else round(result.curve.max_hit_rate, 6),
+        "l3": None if result.l3 is None else result.l3.document(),
         "steps": parts,
         "differences": differences(steps, paired),
     }
     doc.update(knee_and_plateau(steps, min_gain, paired))
     doc.update(fits(steps))
     last = next((s for s in reversed(steps) if s.run is not None and s.info is not None), None)
-    notes: list[str] = []
+    notes: list[str] = l3_notes(result)
     for s in steps:
         if s.run is not None and n is not None:
             notes += [f"{s.label}: {note}" for note in honesty_notes(s.run.records, n)]

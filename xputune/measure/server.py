@@ -65,7 +65,7 @@ class ServerInfo:
     tp_size: int
     page_size: int
     device_tokens: int  # L1: the device KV pool
-    max_prompt: int | None  # the longest prompt the server takes (max_req_input_len)
+    max_req_input_len: int | None  # SGLang's limit: it refuses a prompt of this length or more
     radix_cache: bool
     hicache: bool
     hicache_ratio: float | None
@@ -88,7 +88,7 @@ class ServerInfo:
             "device_tokens": self.device_tokens,
             "host_tokens": self.host_tokens,
             "host_tokens_from": self.host_source,
-            "max_prompt_tokens": self.max_prompt,
+            "max_req_input_len": self.max_req_input_len,
             "radix_cache": self.radix_cache,
             "hierarchical_cache": self.hicache,
             "hicache_ratio": self.hicache_ratio,
@@ -215,7 +215,7 @@ def parse_server_info(doc: Any, url: str, host_tokens: int | None = None) -> Ser
     assert device is not None
     page = _count(doc, "page_size", url, PAGE_MAX) or 1
     tp = _count(doc, "tp_size", url, TP_MAX) or 1
-    max_prompt = _count(doc, "max_req_input_len", url, TOKENS_MAX)
+    max_req_input_len = _count(doc, "max_req_input_len", url, TOKENS_MAX)
     chunked = _count(doc, "chunked_prefill_size", url, TOKENS_MAX, off=True)
     model_path = _text(doc.get("model_path"))
     named = _model_config(model_path)
@@ -260,7 +260,7 @@ def parse_server_info(doc: Any, url: str, host_tokens: int | None = None) -> Ser
         tp_size=tp,
         page_size=page,
         device_tokens=device,
-        max_prompt=max_prompt,
+        max_req_input_len=max_req_input_len,
         radix_cache=doc.get("disable_radix_cache") is not True,
         hicache=hicache,
         hicache_ratio=ratio if hicache and size_gb <= 0 else None,

@@ -14,6 +14,11 @@ The load line T(n) = a + b*n of the field report (what `xputune model` fits from
 fitted here from the all-hit requests of every HiCache size: requests whose whole prompt but
 its last page came from cache, some of it from L2 or L3, with n = the tokens loaded from there.
 
+With an L3 tier, every size starts with an empty store, or the sweep says why not
+(measure/l3store.py): a file store gets a new folder per size; a store the sweep cannot
+give a size of its own (a Mooncake pool) is emptied before each size only with --clear-l3,
+used as it is only with --keep-l3, and refused otherwise.
+
 Sizes are `--hicache-size` steps in GB (the plan's ladder: `xputune plan` on a card host, the
 CPU launcher's powers of two with --device cpu) or host/device ratios (`x2`: --hicache-ratio 2,
 what a test server with a pool of a few thousand tokens needs).
@@ -33,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xputune.errors import XputuneError
+from xputune.measure import l3store
 from xputune.measure.client import Endpoint
 from xputune.measure.ports import server_port
 from xputune.measure.serverproc import (
@@ -194,6 +200,7 @@ class Step:
     stop_s: float | None = None
     tier_check: dict[str, Any] | None = None  # tierhealth.check_document of its run
     findings: int = 0  # how many tiers the check named
+    l3: l3store.StepStore | None = None  # its L3 store (a HiCache size of a sweep with L3)
 
     @property
     def hicache(self) -> bool:
@@ -225,6 +232,7 @@ class SweepResult:
     error: str | None = None  # why the sweep ended before its last size, after some ran
     seconds: float = 0.0
     skipped_sizes: list[str] = field(default_factory=list)
+    l3: l3store.Policy | None = None  # what the sweep does with L3 between sizes
 
 
 class Progress:
@@ -268,12 +276,15 @@ def run_sweep(
     start_timeout: float = 600.0,
     stop_grace: float = 20.0,
     progress: Progress | None = None,
+    clear_l3: bool = False,
+    keep_l3: bool = False,
 ) -> SweepResult:
     """Baseline (if asked), then each size until the plateau; every server stopped.
 
     The launcher runs once, as a dry run, before anything starts (its checks and the preflight
     of SGLang's interpreter take seconds, not minutes): each step runs its command with the
-    step's size and port."""
+    step's size and port. With an L3 tier, what each size's store holds at its start follows
+    l3store.policy (`clear_l3`, `keep_l3`), decided before anything starts."""
     from xputune.launch.sglang import user_value
 
     check_args(sglang_args, launch_opts)
@@ -285,8 +296,13 @@ def run_sweep(
     extra += [] if user_value(sglang_args, "--enable-metrics") is not None else METRICS
     command = dry_run(launch_opts, [*sglang_args, *extra])
     logs = tempfile.mkdtemp(prefix="xputune-sweep-")
+    try:
+        l3 = l3store.policy(command, clear=clear_l3, keep=keep_l3, own=logs)
+    except XputuneError:
+        os.rmdir(logs)  # nothing was started, nothing written
+        raise
     plan: list[Size | None] = ([None] if baseline else []) + list(sizes)
-    result = SweepResult([], None, None, None, logs)
+    result = SweepResult([], None, None, None, logs, l3=l3)
     t0 = time.monotonic()
     try:
         for i, size in enumerate(plan):
@@ -305,7 +321,7 @@ def run_sweep(
                              progress, load=load, block_tokens=block_tokens,
                              max_output=max_output, token_range=token_range,
                              host_tokens=host_tokens, start_timeout=start_timeout,
-                             stop_grace=stop_grace):  # fmt: skip
+                             stop_grace=stop_grace, number=i + 1):  # fmt: skip
                 result.interrupted = True
                 break
             progress.done(step)
@@ -327,8 +343,10 @@ def run_sweep(
 def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice,
               progress: Progress, *, load: Load, block_tokens: int | None, max_output: int,
               token_range: tuple[int, int] | None, host_tokens: int | None,
-              start_timeout: float, stop_grace: float) -> bool:  # fmt: skip
-    """Start, replay, stop; False when the replay was interrupted."""
+              start_timeout: float, stop_grace: float, number: int = 1) -> bool:  # fmt: skip
+    """Start, replay, stop; False when the replay was interrupted. A HiCache size of a sweep
+    with L3 gets its store first (l3store.prepare), emptied once the server is ready where
+    the policy says so, and its folder counted and removed once the server stopped."""
     from xputune.measure import tiercounters, tierhealth
     from xputune.measure.predict import predict
     from xputune.measure.replay import replay
@@ -337,15 +355,21 @@ def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice
     from xputune.measure.workload import build_workload
     from xputune.plan.hitrate import exact_curve
 
+    policy = result.l3
     try:
+        if policy is not None and step.hicache:
+            step.l3, env = l3store.prepare(policy, number, step.label)
+            server.env = {**server.env, **env}
         step.start_s = server.start(start_timeout)
         step.info = read_server(server.endpoint, host_tokens)
         if step.hicache and not step.info.hicache:
             raise LaunchFailed(f"the server of step {step.label} runs without HiCache")
+        if step.l3 is not None and policy is not None and policy.between_sizes == l3store.CLEARED:
+            l3store.clear(server.endpoint, step.l3)
         if result.workload is None:
             result.vocab = vocab_of(step.info, token_range)
             result.workload = build_workload(
-                trace, block_tokens=block_tokens, max_req_input_len=step.info.max_prompt,
+                trace, block_tokens=block_tokens, max_req_input_len=step.info.max_req_input_len,
                 max_output=max_output,
             )  # fmt: skip
             if not result.workload.requests:
@@ -368,6 +392,8 @@ def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice
         step.tier_check = tierhealth.check_document(findings, counters, note)
     finally:
         step.stop_s = server.stop(stop_grace)
+        if step.l3 is not None:
+            l3store.finish(step.l3)  # its server is gone: nothing writes there any more
     return step.run.stop != "interrupted"
 
 

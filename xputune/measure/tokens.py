@@ -14,6 +14,10 @@ draws; the server then finds a common prefix one token longer than the trace say
 
 The input tokens a trace puts past a request's blocks (never cached by anyone) get a pseudo
 block id of their own from the request's line number, so no two requests share them.
+
+A salt (a replay's phase, measure/phases.py) maps every block id, tails included, through
+its own bijection (x XOR a 64-bit key drawn from the salt): the same requests, with the same
+prefixes shared, in tokens no other salt sends. Salt 0 is the identity.
 """
 
 from __future__ import annotations
@@ -78,6 +82,15 @@ def tail_id(line: int) -> int:
     return (line * 0x100000001B3 + _TAIL_SALT) & _MASK
 
 
+def salt_key(salt: int) -> int:
+    """The 64-bit key block ids are XORed with under `salt` (0 for salt 0)."""
+    if salt == 0:
+        return 0
+    import numpy as np
+
+    return int(_splitmix(np.asarray([salt & _MASK], dtype=np.uint64))[0]) or 1
+
+
 def prompt_tokens(
     ids: Sequence[int],
     tokens: Sequence[int],
@@ -85,14 +98,17 @@ def prompt_tokens(
     tail: int,
     line: int,
     vocab: TokenRange,
+    salt: int = 0,
 ) -> np.ndarray:
     """A whole prompt: block i contributes the first tokens[i] (<= n) of its sequence, then
-    `tail` tokens unique to trace line `line`."""
+    `tail` tokens unique to trace line `line`; every block id under `salt` (salt_key)."""
     import numpy as np
 
+    key = salt_key(salt)
     parts = []
     if len(ids):
-        grid = block_tokens(ids, n, vocab)
+        keyed = [(i & _MASK) ^ key for i in ids] if key else ids
+        grid = block_tokens(keyed, n, vocab)
         counts = np.asarray(tokens, dtype=np.int64)
         if (counts < 1).any() or (counts > n).any():
             raise ValueError(f"each block carries 1..{n} tokens")
@@ -103,7 +119,7 @@ def prompt_tokens(
             parts.append(grid[keep])
     if tail > 0:
         rows = -(-tail // n)
-        seq = block_tokens([tail_id(line)], rows * n, vocab).reshape(-1)
+        seq = block_tokens([tail_id(line) ^ key], rows * n, vocab).reshape(-1)
         parts.append(seq[:tail])
     if not parts:
         return np.zeros(0, dtype=np.int64)

@@ -195,6 +195,7 @@ class Workload:
     empty: int = 0  # requests of no input tokens, left out (a server refuses them)
     outputs_limited: int = 0  # output lengths cut to what the server generates (longest_output)
     longest_prompt: int | None = None  # the longest prompt the server takes (None: no limit)
+    salt: int = 0  # every block id under this salt (tokens.salt_key): 0, the trace's own
 
     @property
     def input_tokens(self) -> int:
@@ -208,6 +209,13 @@ class Workload:
     def timed(self) -> bool:
         """Every request has an arrival time (open loop is possible)."""
         return bool(self.requests) and all(r.at_ms is not None for r in self.requests)
+
+    def head(self, count: int, salt: int) -> Workload:
+        """The first `count` requests, sent under `salt`: the same requests, in tokens no other
+        salt sends (a replay's phase, measure/phases.py)."""
+        import dataclasses
+
+        return dataclasses.replace(self, requests=self.requests[:count], salt=salt)
 
     def trace(self) -> Trace:
         """The requests as plan.hitrate sees a trace: what the prediction is made from."""
@@ -224,8 +232,9 @@ class Workload:
         from xputune.measure.tokens import prompt_tokens
 
         ids = prompt_tokens(
-            request.ids, request.tokens, self.block_tokens, request.tail, request.line, vocab
-        )
+            request.ids, request.tokens, self.block_tokens, request.tail, request.line, vocab,
+            self.salt,
+        )  # fmt: skip
         return encode_body(ids.tolist(), request.output, stream)
 
 
