@@ -35,7 +35,7 @@ DOC_NAME = re.compile(r"\bdocs/([\w.-]+\.md)\b")
 #: The first folder of a path the docs name in backticks: the repository's or the package's.
 TOP = {"xputune", "tests", "kernels", "profiles", "deploy", "man", "docs", ".ci", "host",
        "topology", "devices", "hicache", "tune", "plan", "fleet", "sglang", "launch",
-       "measure", "cli", "data", "examples"}  # fmt: skip
+       "placement", "measure", "cli", "data", "examples"}  # fmt: skip
 REPO_PATH = re.compile(r"`([\w.-]+(?:/[\w.-]+)+\.(?:py|c|cc|cu|h|md|yaml|yml|json|sh|toml))`")
 
 

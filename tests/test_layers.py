@@ -8,7 +8,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "xputune"
 # Bottom first, as in docs/architecture.md ("Layers").
 LAYERS = ["host", "topology", "devices", "kernels", "hicache", "tune", "plan", "fleet", "sglang",
-          "launch", "measure", "cli"]  # fmt: skip
+          "launch", "placement", "measure", "cli"]  # fmt: skip
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 

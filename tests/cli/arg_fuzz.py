@@ -27,8 +27,9 @@ from unittest import mock
 from tests.cli.cage import Cage, Caged, FuzzTimeout
 
 #: Commands that change the host they are given: they always get a tree of the cage's own
-#: unless the call names --root or --example itself.
-WRITERS = frozenset({("apply",), ("rollback",), ("watch",)})
+#: unless the call names --root or --example itself (verify keeps its result in the tree's
+#: state directory).
+WRITERS = frozenset({("apply",), ("rollback",), ("watch",), ("verify",)})
 #: Commands that write a file into a folder named on the command line (--textfile, --nfd):
 #: the shared read-only tree is never offered to them as a path.
 FILE_WRITERS = frozenset({("labels",), ("metrics",)})
@@ -211,6 +212,7 @@ def valid(place: Place, command: tuple[str, ...], name: str) -> list[str]:
         "--node": ["0"],
         "--pin": ["mlock", "auto"],
         "--device": ["host"],  # torch: importing it alone takes seconds
+        "--pid": ["1", "4100"],
         "files": [str(place.root / f"{w}-{i}.json") for w in ("probe", "check") for i in (0, 1)],
     }
     return table.get(name, [])

@@ -131,6 +131,23 @@ def fake_sglang_env(_tmp: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(site), str(ROOT)) if p)}
 
 
+def _placement(name: str) -> str:
+    """A recording of an SGLang server's /proc on a real host's /sys (tests/placement)."""
+    return str(ROOT / "tests" / "placement" / "recordings" / f"{name}.tar.xz")
+
+
+def _verified(tmp: Path) -> str:
+    """The drifting TP 8 recording extracted, with its last verification kept in the tree."""
+    from xputune.cli.entry import main
+
+    with tarfile.open(_placement("seedbox-tp8-drift")) as tar:
+        tar.extractall(tmp / "verified", filter="tar")
+    root = str(next((tmp / "verified").iterdir()))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["verify", "--root", root, "--pid", "4100", "-fjson"]) == 1
+    return root
+
+
 Case = Callable[[Path], list[str]]
 
 #: schema name -> one or more ways to produce the document (argv builders).
@@ -159,6 +176,19 @@ CASES: dict[str, list[Case]] = {
             _tree(tmp, "--persist", "--watch", watched=True),
             "-fjson",
         ],
+        lambda tmp: ["status", "--root", _verified(tmp), "-fjson"],
+    ],
+    "verify": [
+        lambda _: ["verify", "--root", _placement("seedbox-tp8-drift"), "--pid", "4100", "-fjson"],
+        lambda _: [
+            "verify",
+            "--root",
+            _placement("seedbox-tp8-shared"),
+            "--url",
+            "127.0.0.1:30000",
+            "-fjson",
+        ],
+        lambda _: ["verify", "--root", _placement("small-tp2-plain"), "--pid", "4100", "-fjson"],
     ],
     "recommend": [lambda _: ["recommend", *EXAMPLE, "-f", "json"]],
     "profiles": [lambda _: ["profiles", "-f", "json"]],
@@ -201,6 +231,18 @@ CASES: dict[str, list[Case]] = {
     ],
     "plan": [
         lambda _: ["plan", *EXAMPLE, "--model", "glm-5", "--tp", "8", "-f", "json"],
+        lambda _: [
+            "plan",
+            *EXAMPLE,
+            "--model",
+            "glm-5",
+            "--strategy",
+            "shared",
+            "--node-reserve-gb",
+            "48",
+            "-f",
+            "json",
+        ],
         lambda _: [
             "plan",
             "--example",

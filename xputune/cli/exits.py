@@ -26,7 +26,7 @@ PIPE = 141
 MEANINGS: dict[int, str] = {
     OK: "success: done, or the host already is as asked",
     DIFFERENCE: "a difference was found: drift from the profile, changes a dry run would "
-    "make, findings of a report, a failed self-test",
+    "make, findings of a report, a failed self-test, a rank's KV pool off its plan",
     USAGE: "usage error or bad input: an option, a value, a file or a recording that cannot "
     "be used (one line says which)",
     UNSUPPORTED: "this host lacks what the command needs (a card, a toolkit, a compiler, a "

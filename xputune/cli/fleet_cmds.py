@@ -75,7 +75,10 @@ def metrics(
     places that drift from the profile (the same rows as `xputune check`); _info metrics for
     the host and each card. A value that cannot be read has no sample. Where `xputune watch`
     runs, also its counters (events by kind, drift found and re-applies per knob), the last
-    re-apply's time and result, and the places backing off.
+    re-apply's time and result, and the places backing off. Where `xputune verify` ran, the
+    last verification per rank: xputune_kv_pool_bytes{rank,node} (the pool's resident bytes
+    on each NUMA node), its share on the planned node and on huge pages, and
+    xputune_kv_pool_drift{rank} (0/1).
 
     Examples:
 
@@ -85,12 +88,17 @@ def metrics(
     from xputune.fleet import watchstate
     from xputune.fleet.atomic import write_atomic
     from xputune.fleet.metrics import exposition
+    from xputune.tune import verifystate
 
     topo, host, judgement = _host(root, example, profile)
-    watch, warning = watchstate.read(open_host(root, example))  # where `xputune watch` runs
+    view = open_host(root, example)
+    watch, warning = watchstate.read(view)  # where `xputune watch` runs
     if warning:
         note(f"xputune: warning: {warning}")
-    text = exposition(topo, host, judgement, watch)
+    verification, warning = verifystate.read(view)  # where `xputune verify` ran
+    if warning:
+        note(f"xputune: warning: {warning}")
+    text = exposition(topo, host, judgement, watch, verification=verification)
     if textfile is None:
         sys.stdout.write(text)
     else:

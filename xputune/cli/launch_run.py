@@ -7,9 +7,13 @@ import sys
 from pathlib import Path
 
 from xputune.cli import exits
-from xputune.cli.options import EXAMPLE, L3_SHARED, PLAN_SHARED, PROFILE, PYTHON, ROOT
+from xputune.cli.options import EXAMPLE, KEEP, L3_SHARED, PLAN_SHARED, PROFILE, PYTHON, ROOT
 from xputune.cli.spec import Command, Opt
 from xputune.host import open_host
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from xputune.launch.sglang import LaunchSpec
 
 LAUNCH_SGLANG = Command(
     ("launch", "sglang"),
@@ -30,6 +34,15 @@ LAUNCH_SGLANG = Command(
         Opt("stats_dir", ("--stats-dir",), "Directory where each server process writes the "
             "cache plugin's counters (xputune-stats-<pid>.json).", kind="path",
             metavar="DIR"),
+        Opt("verify", ("--verify",), "Stay beside SGLang instead of replacing this process: "
+            "once the server answers, run `xputune verify` on it once and print where each "
+            "rank's host KV pool landed (kept for `xputune status`).", kind="flag",
+            default=False),
+        KEEP.but(help="With --verify: keep the result as the last verification "
+                 "(/var/lib/xputune), for `xputune status` and `metrics`."),
+        Opt("verify_timeout", ("--verify-timeout",), "Seconds to wait for the server to "
+            "answer before verifying (past it, it runs unverified).", kind="float", min=1,
+            max=86400, default=1800, metavar="SECONDS"),
         PYTHON,
         ROOT,
         EXAMPLE,
@@ -50,6 +63,7 @@ def run_launch(
     cards: str | None,
     dtype: str,
     write_policy: str,
+    node_reserve_gb: float | None,
     l3: str | None,
     l3_pool_gb: float | None,
     l3_segment_gb: float | None,
@@ -63,10 +77,13 @@ def run_launch(
     force: bool,
     dry_run: bool,
     stats_dir: str | None,
+    verify: bool,
+    keep: bool,
+    verify_timeout: float,
     python: str | None,
     root: str | None,
     example: str | None,
-) -> None:
+) -> int | None:
     """Run `python -m sglang.launch_server` bound, sized and tuned for this machine.
 
     Computes --numa-node, --enable-hierarchical-cache, --hicache-size (explicit and per rank,
@@ -93,6 +110,12 @@ def run_launch(
     switched on, and the plugin features that apply (host-buffer and kernels added, numa
     dropped).
 
+    With --verify it starts SGLang as its child instead of replacing itself, and once the
+    server answers runs `xputune verify` on it once: where each rank's host KV pool landed
+    (bytes per NUMA node, huge pages, CPUs), printed after the plugin's startup line and kept
+    for `xputune status` and `metrics`. It then waits for SGLang, passes SIGTERM and SIGHUP
+    on, and exits with SGLang's status.
+
     With --l3 mooncake (--l3-master HOST:PORT, --l3-protocol tcp|rdma) or --l3 file
     (--l3-dir DIR) it adds SGLang's storage tier: the backend, one extra-config (master,
     metadata server, protocol, device per rank, segment size) and the prefetch policy, with
@@ -108,6 +131,7 @@ def run_launch(
             /models/GLM-5 --tp 8
 
         xputune launch sglang -- --model-path /models/tiny-llama --device cpu
+        xputune launch sglang --verify -- --model-path /m/GLM-5 --tp 8
         xputune launch sglang --python /opt/sglang/bin/python -- \\
             --model-path /m/GLM-5
 
@@ -133,6 +157,7 @@ def run_launch(
             write_policy=write_policy, force=force, l3=l3, l3_pool_gb=l3_pool_gb,
             l3_segment_gb=l3_segment_gb, l3_master=l3_master, l3_protocol=l3_protocol,
             l3_dir=l3_dir, l3_prefetch=l3_prefetch, l3_host=l3_host,
+            node_reserve_gb=node_reserve_gb,
         ),
         user_args=tuple(user_args),
         features=tuple(f.strip() for f in features.split(",") if f.strip() not in ("", "none")),
@@ -176,6 +201,49 @@ def run_launch(
     if dry_run:
         from xputune.cli.output import columns, shell_command
 
+        if verify:
+            sys.stderr.write("note: would verify where each rank's KV pool lands once the "
+                             "server answers\n")  # fmt: skip
         print(shell_command(launch.spec.argv, launch.spec.env, columns()))
-        return
+        return None
+    if verify:
+        return launch_verified(launch.spec, verify_timeout, keep)
     execute(launch.spec)
+    return None
+
+
+def launch_verified(spec: LaunchSpec, timeout: float, keep_result: bool = True) -> int:
+    """SGLang as a child: verified once it answers (measure/supervise.py); its exit status."""
+    from xputune.errors import XputuneError
+    from xputune.measure.supervise import run_verified
+    from xputune.measure.verify import keep, server_endpoint
+    from xputune.measure.verify import verify as read
+
+    endpoint = server_endpoint(tuple(spec.argv))
+    if endpoint is None:
+        raise XputuneError("cannot tell where the server will listen (--host, --port)")
+
+    def say(line: str) -> None:
+        from xputune.cli.output import note
+
+        note(line)
+
+    def ready(pid: int) -> None:
+        from xputune.cli.output import console, text
+        from xputune.cli.verify_cmds import STYLE, render
+        from xputune.placement.report import summary
+
+        view = open_host()
+        try:
+            doc = read(view, endpoint.url, pid)
+        except XputuneError as exc:
+            say(f"xputune verify: not verified: {exc}")
+            return
+        out = console(stderr=True)
+        out.print(text(f"xputune verify: {summary(doc)}", STYLE.get(doc["verdict"], "")),
+                  soft_wrap=True)  # fmt: skip
+        render(doc, out)
+        if keep_result:
+            say(keep(view, doc))
+
+    return run_verified(spec, endpoint, timeout, ready, say)

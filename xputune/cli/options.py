@@ -106,6 +106,13 @@ WRITE_POLICY = Opt(
     kind="choice", choices=("write_through", "write_back", "write_through_selective"),
     default="write_through",
 )  # fmt: skip
+NODE_RESERVE = Opt(
+    "node_reserve_gb", ("--node-reserve-gb",),
+    "GB each NUMA node keeps out of L2's budget: RDMA buffers, page tables, the kernel's "
+    "watermarks (default 20). A node's budget is its free memory less this, its L3 "
+    "segments and its ranks' own memory, over its cards.",
+    kind="float", min=0, max=MAX_GB, metavar="GB",
+)  # fmt: skip
 FORCE_IDO = Opt(
     "force", ("--force",), "Plan all-nodes even when IDO is off, and a TP size SGLang "
     "refuses (warns instead).", kind="flag", default=False,
@@ -184,5 +191,12 @@ PYTHON = Opt(
 )  # fmt: skip
 
 #: What plan and launch sglang share, in their help's order.
-PLAN_SHARED = (MODEL, CONFIG, TP, STRATEGY, TIER, CARDS, DTYPE, WRITE_POLICY)
+PLAN_SHARED = (MODEL, CONFIG, TP, STRATEGY, TIER, CARDS, DTYPE, WRITE_POLICY, NODE_RESERVE)
 L3_SHARED = (L3, L3_POOL_GB, L3_SEGMENT_GB, L3_MASTER, L3_PROTOCOL, L3_DIR, L3_PREFETCH, L3_HOST)
+
+# xputune verify's result, kept in the state directory (verify, launch sglang --verify).
+KEEP = Opt(
+    "keep", ("--keep",), "Keep the result as the last verification in the state directory "
+    "(/var/lib/xputune; --root: the tree's), for `xputune status` and `metrics`.",
+    kind="flag", default=True, negative="--no-keep",
+)  # fmt: skip

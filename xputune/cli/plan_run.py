@@ -29,8 +29,11 @@ if TYPE_CHECKING:
 PLAN = Command(
     ("plan",),
     "xputune.cli.plan_run:run_plan",
-    (*PLAN_SHARED, *L3_SHARED, ROLE, L3_GBPS, RECOMPUTE, FORCE_IDO, PYTHON, ROOT, EXAMPLE, FORMAT),
-)
+    (
+        *PLAN_SHARED, *L3_SHARED, ROLE, L3_GBPS, RECOMPUTE, FORCE_IDO, PYTHON, ROOT,
+        EXAMPLE, FORMAT,
+    ),
+)  # fmt: skip
 
 
 def for_host(topo: Any, request: PlanRequest) -> Any:
@@ -52,6 +55,7 @@ def run_plan(
     cards: str | None,
     dtype: str,
     write_policy: str,
+    node_reserve_gb: float | None,
     l3: str | None,
     l3_pool_gb: float | None,
     l3_segment_gb: float | None,
@@ -81,6 +85,15 @@ def run_plan(
     (--disaggregation-ib-device) is shown apart: SGLang reads it on a PD prefill or decode
     server only.
 
+    Each NUMA node has an L2 budget: its free memory now (MemFree, page cache and reclaimable
+    kernel memory, from the node's meminfo) less --node-reserve-gb, the L3 segments registered
+    there and its ranks' own memory, divided among the cards bound to it. The ladder stops at
+    the tightest node's budget, so no tier spills a pool onto another node; the table says
+    which node cuts it. The plan also says where the printed command's pools land (SGLang
+    binds each rank with numactl from --numa-node; 0.5.23's
+    SGLANG_HICACHE_HOST_PARALLEL_ALLOC_THREADS prefaults them from threads under that
+    binding) and that `launch sglang`'s own buffer is bound before its first touch.
+
     With --l3 it adds a tier behind L2: the Mooncake store (DRAM pooled over the cluster) or a
     folder. For a serving instance: the segment each rank mounts, the memory registered beside
     L2 on each NUMA node (and in 2 MiB pages), the RDMA device per rank, the storage flags, and
@@ -91,6 +104,7 @@ def run_plan(
 
         xputune plan --example h3c-hygon-p800 --model glm-5 --tp 8
         xputune plan --model deepseek-v3 --tp 8 --strategy shared --format json
+        xputune plan --model glm-5 --tp 8 --node-reserve-gb 48
         xputune plan --model glm-5 --tp 8 --l3 mooncake --l3-pool-gb 4096 \\
             --l3-master m1:50051
         xputune plan --model glm-5 --l3 mooncake --role decode --l3-master \\
@@ -113,7 +127,7 @@ def run_plan(
         write_policy=write_policy, force=force, l3=l3, l3_pool_gb=l3_pool_gb,
         l3_segment_gb=l3_segment_gb, l3_master=l3_master, l3_protocol=l3_protocol,
         l3_dir=l3_dir, l3_prefetch=l3_prefetch, l3_host=l3_host, role=role, l3_gbps=l3_gbps,
-        recompute_us=recompute_us,
+        recompute_us=recompute_us, node_reserve_gb=node_reserve_gb,
     )  # fmt: skip
     sglang = preflight.start(python)  # asks SGLang's interpreter while the host is read
     topo = discover(open_host(root, example))
@@ -175,8 +189,10 @@ def _render(data: dict[str, Any]) -> None:
             r["rdma"] or "-",
         )
     right = {**TEXT, "justify": "right"}
+    cap = data["capacity"]
+    cut = f": node {cap['tightest_node']}'s budget" if cap["limited_by"] == "node budget" else ""
     tiers = new_table(
-        f"L2 tiers (max {data['capacity']['per_rank_max_gb']} GB per rank)",
+        f"L2 tiers (max {cap['per_rank_max_gb']} GB per rank{cut})",
         [
             (col, right)
             for col in (
@@ -195,7 +211,8 @@ def _render(data: dict[str, Any]) -> None:
             f"{t['tokens_per_rank']:,}",
             f"{t['effective_tokens']:,}",
         )
-    print_fitted(out, ranks, tiers, keys=2)
+    budgets = _budget_table(data["capacity"])
+    print_fitted(out, ranks, tiers, *([budgets] if budgets is not None else []), keys=2)
     if not is_quiet():
         for note in data["capacity"]["notes"]:
             out.print(text(f"note: {note}"))
@@ -217,6 +234,40 @@ def _render(data: dict[str, Any]) -> None:
             out.print(text(line), soft_wrap=True)
     if "l3" in data:
         _render_l3(out, data["l3"])
+
+
+def _budget_table(cap: dict[str, Any]) -> Any:
+    """Each node's L2 budget: what is free now, what is taken off, what is left per card.
+    The tightest node is marked when it, not the static share, sets the ladder's top."""
+    from xputune.cli.output import TEXT, add_row, new_table
+
+    if not cap.get("node_budgets"):
+        return None
+    right = {**TEXT, "justify": "right"}
+    shared = all(n["l2_per_card_gb"] is None and n["sharers"] == 0 for n in cap["node_budgets"])
+    last = "L2 share" if shared else "L2 per card"
+    table = new_table(
+        "L2 budget per NUMA node (GB, free now)",
+        [("node", right), "cards", *((c, right) for c in (
+            "free", "reserve", "L3", "ranks' own", last))],
+    )  # fmt: skip
+    cut = cap["limited_by"] == "node budget"
+
+    def gb(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.1f}"
+
+    for n in cap["node_budgets"]:
+        cards = n["cards"]
+        shown = " ".join(cards) if len(cards) <= 2 else f"{len(cards)} cards"
+        if n["sharers"] > len(cards):  # local: the node's other cards keep their share
+            shown += f" +{n['sharers'] - len(cards)}"
+        left = n["l2_room_gb"] if shared else n["l2_per_card_gb"]
+        mark = " <" if cut and n["tightest"] else ""
+        add_row(
+            table, str(n["node"]), shown, gb(n["free_gb"]), gb(n["reserve_gb"]),
+            gb(n["l3_gb"]), gb(n["ranks_own_gb"]), gb(left) + mark,
+        )  # fmt: skip
+    return table
 
 
 def _render_l3(out: Any, l3: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ COMMANDS: dict[tuple[str, ...], str] = {
     ("examples",): "xputune.cli.probe_cmds:EXAMPLES",
     ("smi",): "xputune.cli.smi_cmds:SMI",
     ("status",): "xputune.cli.status_cmds:STATUS",
+    ("verify",): "xputune.cli.verify_cmds:VERIFY",
     ("check",): "xputune.cli.check_run:CHECK",
     ("apply",): "xputune.cli.tune_cmds:APPLY",
     ("rollback",): "xputune.cli.tune_cmds:ROLLBACK",

@@ -32,9 +32,12 @@ def plan_request(
     role: str = "prefill",
     l3_gbps: float | None = None,
     recompute_us: float | None = None,
+    node_reserve_gb: float | None = None,
 ) -> PlanRequest:
     """The flags of plan and launch sglang as plan/'s request (the model already read)."""
     from xputune.errors import XputuneError
+    from xputune.plan.budget import DEFAULT_NODE_RESERVE
+    from xputune.plan.capacity import GB
     from xputune.plan.host_plan import PlanRequest
     from xputune.plan.l3 import Assumptions, L3Request
 
@@ -73,4 +76,5 @@ def plan_request(
         require_ido=not force,
         allow_refused_tp=force,
         l3=l3_request,
+        node_reserve=DEFAULT_NODE_RESERVE if node_reserve_gb is None else int(node_reserve_gb * GB),
     )

@@ -23,7 +23,8 @@ def status_cmd(root: str | None, example: str | None, fmt: Format) -> int:
     units, the watch agent, and whether every setting still holds.
 
     Reads the journal apply keeps (/var/lib/xputune), the units `apply --persist [--watch]`
-    installed and the watch agent's state; then checks the host against the profile that was
+    installed, the watch agent's state and the last `xputune verify` (where each rank's KV
+    pool was found, and what drifted); then checks the host against the profile that was
     applied, as `xputune check` does. Needs no root (rows that need it say "unknown").
 
     Exit status 0 when a profile is applied and every setting holds, 1 when something drifts
@@ -80,6 +81,9 @@ def _render(data: dict[str, Any]) -> None:
     print_fitted(out, table)
     if data["watch"]:
         out.print(text(_watch_line(data["watch"])))
+    if data.get("verification"):
+        line, style = _verification_line(data["verification"])
+        out.print(text(line, style), soft_wrap=True)
     drift = data["drift"]
     if drift["rows"] is None:
         out.print(text(f"drift: {drift['note'] or 'not checked'}"))
@@ -97,6 +101,18 @@ def _render(data: dict[str, Any]) -> None:
     if not is_quiet():
         for warning in data["warnings"]:
             out.print(text(f"warning: {warning}", "yellow"))
+
+
+def _verification_line(v: dict[str, Any]) -> tuple[str, str]:
+    """The last `xputune verify` in one sentence, and its colour."""
+    where = f"pid {v['server_pid']}" + (f" ({v['url']})" if v["url"] else "")
+    head = f"last verify {v['time']}: {v['ranks']} rank(s) of {where}"
+    if v["drifting"]:
+        found = "; ".join(v["findings"][:3]) + ("; ..." if len(v["findings"]) > 3 else "")
+        return f"{head}: drift in {', '.join(v['drifting'])} ({found}): see `xputune verify`", "red"
+    if v["unknown"]:
+        return f"{head}: unknown for {', '.join(v['unknown'])}", "yellow"
+    return f"{head}: every pool where it was planned", "green"
 
 
 #: What a watch's profile source means, as its state file names it.

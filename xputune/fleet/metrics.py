@@ -10,12 +10,16 @@ made-up one.
 
 Where `xputune watch` runs, its state file (fleet/watchstate.py) adds what it saw and did:
 counters (`_total`: events by kind, drift found and re-applies per knob; they carry over agent
-restarts), the last re-apply's time and result, and the places backing off now.
+restarts), the last re-apply's time and result, and the places backing off now. Where
+`xputune verify` ran, the last verification (tune/verifystate.py) adds a series per rank of
+the server: its host KV pool's bytes per NUMA node (xputune_kv_pool_bytes{rank,node}), its
+share on the planned node and on huge pages, and a 0/1 drift gauge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from xputune.fleet.judge import Judgement
 from xputune.fleet.watchstate import WatchState
@@ -259,18 +263,102 @@ def watch_families(state: WatchState, now: float) -> list[Family]:
     return [f for f in out if f.samples]
 
 
+def _str(value: Any) -> str | None:
+    """A label's value from the state file: text, or no label."""
+    return value if isinstance(value, str) else None
+
+
+def _rank_labels(rank: dict[str, Any]) -> dict[str, str | None]:
+    """rank (the TP rank), and dp / pp where the server has them."""
+    labels: dict[str, str | None] = {"rank": str(rank["tp"])}
+    for key in ("dp", "pp"):
+        if isinstance(rank.get(key), int):
+            labels[key] = str(rank[key])
+    return labels
+
+
+def verify_families(doc: dict[str, Any]) -> list[Family]:
+    """The last `xputune verify` (tune/verifystate.py): per rank, where its host KV pool's
+    bytes are, its share on huge pages, its drift. A value verify could not read has no
+    sample; the timestamp says how old the reading is."""
+    when = Family(
+        "xputune_verify_timestamp_seconds",
+        "When xputune verify last read the server's ranks (alert when stale).",
+    )
+    when.add(doc["time_unix"])
+    drifting = Family(
+        "xputune_verify_drifting_ranks", "Ranks whose host KV pool or CPUs differ from the plan."
+    )
+    drifting.add(len(doc["drifting"]))
+    info = Family(
+        "xputune_kv_pool_info",
+        "A rank's host KV pool: its process, mapping kind and NUMA policy, its plan.",
+    )
+    size = Family("xputune_kv_pool_size_bytes", "Size of the mapping holding a rank's pool.")
+    pool_bytes = Family(
+        "xputune_kv_pool_bytes", "Resident bytes of a rank's host KV pool on a NUMA node."
+    )
+    planned = Family(
+        "xputune_kv_pool_planned_node",
+        "The NUMA node a rank's pool was planned on (bound or local plans).",
+    )
+    on_node = Family(
+        "xputune_kv_pool_on_planned_node_ratio",
+        "Share of a rank's resident pool on its planned node (0 to 1).",
+    )
+    huge = Family(
+        "xputune_kv_pool_huge_page_ratio", "Share of a rank's resident pool on huge pages (0 to 1)."
+    )
+    drift = Family(
+        "xputune_kv_pool_drift",
+        "1 when a rank's pool or CPUs differ from the plan, 0 when they match; "
+        "absent when verify could not tell.",
+    )
+    for rank in doc["ranks"]:
+        labels = _rank_labels(rank)
+        pool, plan = rank.get("pool"), rank.get("plan") or {}
+        nodes = plan.get("nodes") or []
+        bound = plan.get("mode") in ("bind", "local") and nodes
+        if pool is not None:
+            info.add(
+                1,
+                **labels,
+                pid=str(rank["pid"]),
+                kind=_str(pool.get("kind")),
+                policy=_str(pool.get("policy")),
+                plan=_str(plan.get("mode")),
+            )
+            size.add(pool["size_bytes"], **labels)
+            shares = {n["node"]: n for n in pool.get("nodes") or []}
+            for node, entry in sorted(shares.items()):
+                pool_bytes.add(entry["bytes"], **labels, node=str(node))
+            if bound and shares:
+                on_node.add(shares[nodes[0]]["share"] if nodes[0] in shares else 0, **labels)
+            huge.add(pool.get("huge_share"), **labels)
+        if bound:
+            planned.add(nodes[0], **labels)
+        drift.add(
+            None if rank["verdict"] == "unknown" else int(rank["verdict"] == "drift"), **labels
+        )
+    out = [when, drifting, info, size, pool_bytes, planned, on_node, huge, drift]
+    return [f for f in out if f.samples]
+
+
 def exposition(
     topo: Topology,
     host: str,
     judgement: Judgement | None = None,
     watch: WatchState | None = None,
     now: float | None = None,
+    verification: dict[str, Any] | None = None,
 ) -> str:
     """The text a scrape (or the textfile collector) reads; with the watch's state when one
-    runs (`now` decides which backoffs are still active)."""
+    runs (`now` decides which backoffs are still active), and the last verification."""
     fams = families(topo, host, judgement)
     if watch is not None:
         import time
 
         fams += watch_families(watch, time.time() if now is None else now)
+    if verification is not None:
+        fams += verify_families(verification)
     return "".join(f.render() for f in fams)

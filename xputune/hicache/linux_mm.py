@@ -15,9 +15,10 @@ import errno
 import mmap
 import os
 import platform
-import re
 from dataclasses import dataclass
 from functools import cache
+
+from xputune.host import procmaps
 
 PAGE_SIZE = mmap.PAGESIZE
 HUGE_PAGE_SIZE = 2 * 1024 * 1024  # a PMD-mapped THP on x86_64 and on 4K-granule aarch64
@@ -121,8 +122,6 @@ def buffer_address(buf: mmap.mmap) -> int:
 
 # -- /proc/self readers ----------------------------------------------------------------------
 
-_SMAPS_HEAD = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) ")
-
 
 @dataclass(frozen=True)
 class MappingStats:
@@ -153,43 +152,23 @@ def mapping_stats(addr: int, pid: int | str = "self") -> MappingStats:
 
 
 def parse_smaps(text: str, addr: int) -> MappingStats:
-    """The smaps block whose range covers `addr` (sizes turned from kB to bytes)."""
-    block: dict[str, int] | None = None
-    head: tuple[int, int, str] | None = None
-    flags: tuple[str, ...] = ()
-    for line in text.splitlines():
-        m = _SMAPS_HEAD.match(line)
-        if m:
-            if block is not None:
-                break
-            start, end = int(m.group(1), 16), int(m.group(2), 16)
-            if start <= addr < end:
-                parts = line.split(None, 5)
-                head = (start, end, parts[5] if len(parts) > 5 else "")
-                block = {}
-            continue
-        if block is not None:
-            key, _, rest = line.partition(":")
-            fields = rest.split()
-            if key == "VmFlags":
-                flags = tuple(fields)
-                continue
-            if len(fields) == 2 and fields[1] == "kB" and fields[0].isdigit():
-                block[key] = int(fields[0]) * 1024
-    if block is None or head is None:
+    """The smaps block whose range covers `addr` (read by host/procmaps.py, the one reader
+    of the format)."""
+    entry = procmaps.covering(procmaps.parse_smaps(text, "smaps")[0], addr)
+    if entry is None:
         raise LookupError(f"no mapping covers address {addr:#x}")
     return MappingStats(
-        start=head[0],
-        end=head[1],
-        name=head[2],
-        rss=block.get("Rss", 0),
-        pss=block.get("Pss", 0),
-        anon_huge=block.get("AnonHugePages", 0),
-        shmem_pmd=block.get("ShmemPmdMapped", 0),
-        file_pmd=block.get("FilePmdMapped", 0),
-        locked=block.get("Locked", 0),
-        kernel_page_size=block.get("KernelPageSize", PAGE_SIZE),
-        vm_flags=flags,
+        start=entry.start,
+        end=entry.end,
+        name=entry.name,
+        rss=entry.get("Rss"),
+        pss=entry.get("Pss"),
+        anon_huge=entry.get("AnonHugePages"),
+        shmem_pmd=entry.get("ShmemPmdMapped"),
+        file_pmd=entry.get("FilePmdMapped"),
+        locked=entry.get("Locked"),
+        kernel_page_size=entry.sizes.get("KernelPageSize", PAGE_SIZE),
+        vm_flags=entry.vm_flags,
     )
 
 
@@ -208,14 +187,10 @@ def numa_maps_line(addr: int, pid: int | str = "self") -> str:
 
 
 def parse_numa_maps(rest: str) -> tuple[str, dict[int, int]]:
-    """(policy, pages per node) from the part of a numa_maps line after the address."""
-    policy, _, fields = rest.partition(" ")
-    pages: dict[int, int] = {}
-    for field in fields.split():
-        key, _, value = field.partition("=")
-        if len(key) > 1 and key[0] == "N" and key[1:].isdigit() and value.isdigit():
-            pages[int(key[1:])] = int(value)
-    return policy, pages
+    """(policy, pages per node) from the part of a numa_maps line after the address
+    (host/procmaps.py reads it; HostDataError when it is not such a part)."""
+    policy, _, _, _, pages, _ = procmaps.parse_numa_fields(rest)
+    return str(policy), pages
 
 
 def page_table_bytes(pid: int | str = "self") -> int:

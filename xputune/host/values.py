@@ -210,8 +210,9 @@ class Mount(NamedTuple):
         return self.option("huge") or "never"
 
 
-def _unescape(field: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal (\\040)."""
+def unescape_octal(field: str) -> str:
+    """The kernel's seq_file path escapes (mountinfo, numa_maps' file=: space, tab, newline
+    and backslash as octal, \\040) back to characters."""
     if "\\" not in field:
         return field
     out, i = [], 0
@@ -233,7 +234,7 @@ def parse_mount(line: str, index: int, path: str) -> Mount:
         sep = fields.index("-", 6)
         return Mount(
             index,
-            _unescape(fields[4]),
+            unescape_octal(fields[4]),
             fields[sep + 1],
             tuple(fields[5].split(",")),
             tuple(fields[sep + 3].split(",")),
@@ -250,7 +251,7 @@ def find_mount(text: str, mount_point: str, path: str) -> Mount | None:
     found = None
     for index, line in enumerate(text.splitlines()):
         fields = line.split(maxsplit=5)
-        if len(fields) > 4 and _unescape(fields[4]) == mount_point:
+        if len(fields) > 4 and unescape_octal(fields[4]) == mount_point:
             found = parse_mount(line, index, path)
     return found
 

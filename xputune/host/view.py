@@ -218,6 +218,15 @@ class HostView(ABC):
         except PermissionError as exc:
             raise HostError(f"{self.label}: permission denied listing {path}") from exc
 
+    def readlink(self, path: str) -> str | None:
+        """The target of the symlink `path` as stored, never followed (an fd link of /proc
+        reads "socket:[123]", which names no file); None when `path` is no symlink."""
+        self.accessed.add(path)
+        return self._readlink(path)
+
+    def _readlink(self, path: str) -> str | None:
+        return None
+
     def link_name(self, path: str) -> str | None:
         """Last component of a symlink's target (a driver's or iommu group's name), or None."""
         self.accessed.add(path)
@@ -688,6 +697,9 @@ class DirView(HostView):
             return data
         finally:
             os.close(ffd)
+
+    def _readlink(self, path: str) -> str | None:
+        return self.readlink_strict(path)
 
     def readlink_strict(self, path: str) -> str | None:
         """The target of the symlink `path` (not followed); None when it is not a symlink."""
@@ -1163,6 +1175,15 @@ class TarView(HostView):
                 )
             todo.extend(p for p in reversed(target.split("/")) if p and p != ".")
         return resolved  # type: ignore[return-value]
+
+    def _readlink(self, path: str) -> str | None:
+        folder, _, name = path.rstrip("/").rpartition("/")
+        try:
+            real = self._realpath(folder or "/")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        found = self._entry(real.rstrip("/") + "/" + name)
+        return found if type(found) is str else None
 
     def _entry(self, real: str) -> object:
         """What the index holds for the real path `real` (see _Index), or _MISSING."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from xputune.host import HostView
-from xputune.launch import preflight
+from xputune.launch import prefault, preflight
 from xputune.launch.l3check import l3_preflight
 from xputune.launch.releases import Release
 from xputune.launch.sglang import (
@@ -175,9 +175,11 @@ def prepare(
     steps = [t.hicache_size_gb for t in plan.capacity.tiers]
     step = steps.index(plan.tier.hicache_size_gb) + 1 if plan.tier.hicache_size_gb in steps else 0
     yours = user_value(user_args, "--hicache-size")
+    cap = plan.capacity
+    why = f": node {cap.limit.node}'s budget" if cap.limited_by_budget and cap.limit else ""
     notes.append(
         f"tier: {plan.tier.hicache_size_gb} GB per rank (step {step or '-'} of {len(steps)}, "
-        f"max {plan.capacity.per_rank_max_gb:.0f} GB), {plan.tier.effective_tokens:,} tokens "
+        f"max {cap.per_rank_max_gb:.0f} GB{why}), {plan.tier.effective_tokens:,} tokens "
         f"in L2; strategy {plan.bindings.strategy}"
         + (f"; your --hicache-size {' '.join(yours)} is used instead" if yours else "")
     )
@@ -277,11 +279,12 @@ def plan_document_for(plan: HostPlan, warnings: list[str], sglang: preflight.Pen
     doc = plan_document(plan, warnings)
     doc["sglang_args"] = args
     doc["disaggregation_args"] = pd_args
+    placement = prefault.plan_lines(release, bool(plan.bindings.numa_args), os.environ)
     doc["sglang"] = {
         "release": release.version,
         "tested": release.tested,
         "installed": found.sglang,
         "python": found.python,
-        "notes": [*lines, *notes, *(n for n in pd_notes if n not in notes)],
+        "notes": [*lines, *notes, *(n for n in pd_notes if n not in notes), *placement],
     }
     return doc

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from xputune.errors import XputuneError
+from xputune.launch import prefault
 from xputune.launch.releases import NEWEST, RELEASES, SPELLINGS, Release
 from xputune.plan.host_plan import HostPlan
 from xputune.sglang.targets import TREE_CORE_ENV
@@ -264,14 +265,15 @@ def build_spec(
     python: str | None = None,
     release: Release | None = None,
 ) -> LaunchSpec:
-    ours, notes = for_release(
-        list(plan.sglang_args), user_args, release or RELEASES[NEWEST], list(plan.pd_args)
-    )
+    release = release or RELEASES[NEWEST]
+    ours, notes = for_release(list(plan.sglang_args), user_args, release, list(plan.pd_args))
     merged = merge(ours, user_args)
     env = dict(plan.env)
     env.update(features_env(features, plan))
     core, core_notes = tree_core_env(env)
     env.update(core)
+    bound = bool(user_value(merged.args, "--numa-node"))
+    core_notes += prefault.launch_lines(release, env, bound, os.environ)
     argv = [python or sys.executable, "-m", "sglang.launch_server", *merged.args]
     return LaunchSpec(argv, env, merged.conflicts, (*notes, *core_notes))
 

@@ -275,6 +275,18 @@ def parse_server_info(doc: Any, url: str, host_tokens: int | None = None) -> Ser
     )
 
 
+def host_pool_bytes(doc: Any, info: ServerInfo) -> int | None:
+    """Bytes of one rank's host pool as SGLang allocates it: its L2 tokens times the model's
+    bytes per token at the server's TP size and KV dtype (`xputune verify` looks for a
+    mapping of this size); None when the model's config.json is not readable here."""
+    if not info.hicache or not info.host_tokens or not isinstance(doc, dict):
+        return None
+    named = _model_config(info.model_path)
+    config = named[1] if named is not None else None
+    per_token = _bytes_per_token(named, info.tp_size, _kv_dtype(doc, config))
+    return None if per_token is None else info.host_tokens * per_token
+
+
 def read_server(endpoint: Endpoint, host_tokens: int | None = None,
                 timeout: float | None = None):  # fmt: skip
     """The server's ServerInfo, asked over HTTP, all of it within `timeout` seconds (default

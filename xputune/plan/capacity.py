@@ -31,6 +31,17 @@ class Reserve:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """A cap on the ladder besides the static share: what the tightest NUMA node has free now
+    (plan/budget.py builds it), the node, and its arithmetic in one sentence."""
+
+    per_rank_bytes: int
+    node: int
+    why: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Tier:
     hicache_size_gb: int  # SGLang --hicache-size (per rank)
     host_bytes_total: int  # what the host really spends on L2 for the TP group
@@ -43,10 +54,20 @@ class Capacity:
     strategy: str
     bytes_per_token: int  # host pool bytes per token on one rank
     replicated: bool  # True for MLA: every rank holds the same latent KV
-    per_rank_max_bytes: int
+    per_rank_max_bytes: int  # the ladder's top: the smaller of the two below
     effective_tokens_max: int
     tiers: tuple[Tier, ...]
     notes: tuple[str, ...]
+    #: The static share: what a node gives L2 when idle (Reserve: 90% less RDMA buffers and
+    #: the ranks' own memory), as the box is built.
+    static_max_bytes: int = 0
+    #: The node budget's cap (plan/budget.py); None: none known.
+    limit: Limit | None = None
+
+    @property
+    def limited_by_budget(self) -> bool:
+        """Whether a node's free memory, not the static share, sets the ladder's top."""
+        return self.limit is not None and self.per_rank_max_bytes < self.static_max_bytes
 
     @property
     def per_rank_max_gb(self) -> float:
@@ -96,8 +117,13 @@ def capacity(
     replicated: bool,
     reserve: Reserve | None = None,
     smallest_gb: int = 8,
+    limit: Limit | None = None,
 ) -> Capacity:
-    """The most L2 per rank under `bindings.strategy` and a doubling ladder up to it."""
+    """The most L2 per rank under `bindings.strategy` and a doubling ladder up to it.
+
+    `limit` (plan/budget.py: the tightest node's budget) cuts the top to what a node has free
+    now: the ladder never offers a size a node cannot hold, so no step spills off its node.
+    """
     if bytes_per_token <= 0:
         raise PlanError(f"bytes per token must be positive, got {bytes_per_token}")
     if bindings.strategy == "shared" and not replicated:
@@ -106,10 +132,20 @@ def capacity(
             "MHA/GQA ranks hold different heads"
         )
     reserve = reserve or Reserve()
-    per_rank, notes = _per_rank_max(topo, bindings, reserve)
+    static, notes = _per_rank_max(topo, bindings, reserve)
+    per_rank = static
+    if limit is not None:
+        per_rank = min(static, limit.per_rank_bytes)
+        notes.extend(limit.notes)
+        notes.append(_limit_note(limit, static))
     tp = len(bindings.ranks)
     top_gb = per_rank // GB
     if top_gb < 1:
+        if limit is not None and per_rank < static:
+            raise PlanError(
+                f"no host memory left for L2: {limit.why} (free memory on node {limit.node}, "
+                "or lower --node-reserve-gb or the L3 segment)"
+            )
         raise PlanError("no host memory left for L2 after the reserve")
     sizes = []
     size = min(smallest_gb, top_gb)
@@ -135,4 +171,16 @@ def capacity(
         effective_tokens_max=per_rank // bytes_per_token,
         tiers=tuple(tiers),
         notes=tuple(notes),
+        static_max_bytes=static,
+        limit=limit,
     )
+
+
+def _limit_note(limit: Limit, static: int) -> str:
+    """Which limit sets the ladder's top, in one line."""
+    if limit.per_rank_bytes >= static:
+        return (
+            f"every node's budget holds the static share ({static / GB:,.1f} GB per rank), "
+            "which sets the ladder's top"
+        )
+    return f"the ladder stops at {limit.per_rank_bytes // GB} GB per rank: {limit.why}"

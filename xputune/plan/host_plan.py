@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from xputune.plan.bindings import Bindings, PlanError, make_bindings
+from xputune.plan.budget import DEFAULT_NODE_RESERVE, Budgets, budgets_document, node_budgets
 from xputune.plan.capacity import GB, Capacity, Reserve, Tier, capacity
 from xputune.plan.geometry import KVGeometry
 from xputune.plan.l3 import (
@@ -18,6 +19,7 @@ from xputune.plan.l3 import (
     l3_document,
     plan_decode,
     plan_prefill,
+    segments_by_node,
     storage_layout,
 )
 from xputune.plan.models import REFUSES
@@ -45,6 +47,8 @@ class HostPlan:
     #: What a PD-disaggregation server (--disaggregation-mode prefill|decode) adds: the RDMA
     #: device of each rank, which SGLang reads only there.
     pd_args: tuple[str, ...] = ()
+    #: Each NUMA node's L2 budget (plan/budget.py): what capacity's ladder was cut to.
+    budgets: Budgets | None = None
 
 
 def choose_tier(cap: Capacity, tier: str | None) -> Tier:
@@ -66,7 +70,12 @@ def choose_tier(cap: Capacity, tier: str | None) -> Tier:
             if t.hicache_size_gb == want:
                 return t
         if want > tiers[-1].hicache_size_gb:
-            raise PlanError(f"tier {tier} exceeds the maximum of {tiers[-1].hicache_size_gb}GB")
+            why = ""
+            if cap.limited_by_budget and cap.limit is not None:
+                why = f" (node {cap.limit.node}'s budget: what it has free now)"
+            raise PlanError(
+                f"tier {tier} exceeds the maximum of {tiers[-1].hicache_size_gb}GB per rank{why}"
+            )
         return Tier(want, *_scaled(tiers[0], want))
     if _whole(text) and 1 <= int(text) <= len(tiers):
         return tiers[int(text) - 1]
@@ -95,13 +104,24 @@ def make_plan(
     reserve: Reserve | None = None,
     require_ido: bool = True,
     l3: L3Request | None = None,
+    node_reserve: int = DEFAULT_NODE_RESERVE,
 ) -> HostPlan:
+    """The plan. L3 is known before L2: a prefill instance's segment is a fixed size SGLang
+    splits over the ranks, and a decode node's donors are sized from its memory first
+    (donating is what that node is for); so each node's L2 budget is what they leave."""
     if write_policy not in WRITE_POLICIES:
         raise PlanError(f"write policy {write_policy!r}: choose from {', '.join(WRITE_POLICIES)}")
     bindings = make_bindings(topo, geometry.tp, strategy, order, require_ido=require_ido)
+    reserve = reserve or Reserve()
+    donors = plan_decode(topo, bindings, geometry, l3, reserve) if _decode(l3) else None
+    budgets = node_budgets(
+        topo, bindings, reserve_bytes=node_reserve, process_bytes=reserve.process_bytes_per_card,
+        l3_by_node=_l3_by_node(bindings, l3, donors),
+    )  # fmt: skip
     cap = capacity(
-        topo, bindings, geometry.bytes_per_token, replicated=geometry.replicated, reserve=reserve
-    )
+        topo, bindings, geometry.bytes_per_token, replicated=geometry.replicated, reserve=reserve,
+        limit=budgets.limit(),
+    )  # fmt: skip
     chosen = choose_tier(cap, tier)
     vendors = {topo.card(r.card).vendor for r in bindings.ranks}
     # Kunlunxin has no upstream kernel backend: direct copies per merged segment; NVIDIA has
@@ -109,11 +129,10 @@ def make_plan(
     io_backend = "direct" if "kunlunxin" in vendors else "kernel"
     l3_plan = None
     if l3 is not None:
-        l3_plan = (
-            plan_decode(topo, bindings, geometry, l3, reserve)
-            if l3.role == "decode"
-            else plan_prefill(topo, bindings, geometry, chosen.hicache_size_gb * GB, l3, reserve)
-        )
+        l3_plan = donors or plan_prefill(
+            topo, bindings, geometry, chosen.hicache_size_gb * GB, l3, reserve,
+            budgets.registered_room(),
+        )  # fmt: skip
     serving_l3 = l3 is not None and l3.role == "prefill"
     layout = storage_layout(l3.backend, io_backend) if serving_l3 else "layer_first"
     if l3_plan is not None and layout == "page_first_direct":
@@ -141,8 +160,26 @@ def make_plan(
     advice = recommend_strategy(topo, geometry.tp, mla=geometry.attention == "mla")
     return HostPlan(
         geometry, bindings, cap, chosen, io_backend, write_policy, tuple(args), env, advice,
-        l3_plan, tuple(bindings.ib_args),
+        l3_plan, tuple(bindings.ib_args), budgets,
     )  # fmt: skip
+
+
+def _decode(l3: L3Request | None) -> bool:
+    return l3 is not None and l3.role == "decode"
+
+
+def _l3_by_node(
+    bindings: Bindings, l3: L3Request | None, donors: L3Plan | None
+) -> dict[int, int] | None:
+    """The L3 bytes each node registers: a prefill instance's segments, a decode node's
+    donors."""
+    if donors is not None:
+        out: dict[int, int] = {}
+        for d in donors.donors:
+            if d.numa_node is not None:
+                out[d.numa_node] = out.get(d.numa_node, 0) + d.segment_bytes
+        return out
+    return segments_by_node(bindings, l3) if l3 is not None else None
 
 
 class RefusedTpError(PlanError):
@@ -164,6 +201,7 @@ class PlanRequest:
     require_ido: bool = True  # all-nodes needs IDO on shared uplinks; False only warns
     allow_refused_tp: bool = False  # a TP size SGLang refuses is planned anyway (a warning)
     l3: L3Request | None = None
+    node_reserve: int = DEFAULT_NODE_RESERVE  # bytes each NUMA node keeps out of L2's budget
 
 
 def plan_for_host(topo: Topology, req: PlanRequest) -> tuple[HostPlan, list[str]]:
@@ -185,6 +223,7 @@ def plan_for_host(topo: Topology, req: PlanRequest) -> tuple[HostPlan, list[str]
         write_policy=req.write_policy,
         require_ido=req.require_ido,
         l3=req.l3,
+        node_reserve=req.node_reserve,
     )
     return plan, warnings
 
@@ -226,6 +265,9 @@ def plan_document(plan: HostPlan, warnings: list[str] = ()) -> dict:
         ],
         "capacity": {
             "per_rank_max_gb": round(c.per_rank_max_gb, 1),
+            "static_max_gb": round(c.static_max_bytes / GB, 1),
+            "limited_by": "node budget" if c.limited_by_budget else "static share",
+            **(budgets_document(plan.budgets) if plan.budgets is not None else {}),
             "effective_tokens_max": c.effective_tokens_max,
             "tiers": [
                 {

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from xputune.plan.bindings import Bindings, PlanError, RankBinding
@@ -364,8 +365,14 @@ def plan_prefill(
     l2_bytes_per_rank: int,
     req: L3Request,
     reserve: Reserve | None = None,
+    room: Mapping[int, int] | None = None,
 ) -> L3Plan:
-    """A serving instance's L3: its ranks' segments, registered memory per node, costs."""
+    """A serving instance's L3: its ranks' segments, registered memory per node, costs.
+
+    room: what each node's budget (plan/budget.py: free memory now, less the reserve and the
+    ranks' own memory) leaves for L2 and L3 together; a node's usable memory is the smaller of
+    that and the static share, so `fits` answers for the host as it is, not only as built.
+    """
     reserve = reserve or Reserve()
     tp = len(bindings.ranks)
     devices = [r.rdma for r in bindings.ranks]
@@ -374,33 +381,17 @@ def plan_prefill(
     store_bpt = store_bytes_per_token(geometry)
     pool_bytes = int(req.pool_gb * GB) if req.pool_gb else None
     ranks: list[RankSegment] = []
-    segment = 0
+    segment, per_rank = prefill_segment(req, tp)
     if req.backend == "mooncake":
-        segment = int(req.segment_gb * GB) if req.segment_gb else DEFAULT_PREFILL_SEGMENT
-        per_rank = segment // (tp * req.pp)
-        if per_rank < MIN_SEGMENT_PER_RANK:
-            raise PlanError(
-                f"a {segment / GB:g} GB segment gives each of {tp * req.pp} ranks "
-                f"{per_rank / MiB:.1f} MiB; Mooncake needs at least 16 MiB per rank"
-            )
-        if pool_bytes is not None and segment > pool_bytes:
-            raise PlanError(
-                f"this instance's segment ({segment / GB:g} GB) is larger than the whole "
-                f"pool ({pool_bytes / GB:g} GB)"
-            )
         notes.append(
             f"each rank mounts {per_rank / GB:.3g} GB of the pool (SGLang divides the "
             f"{segment / GB:g} GB segment by tp x pp = {tp * req.pp})"
         )
-    else:
-        per_rank = 0
-        if req.directory is None:
-            raise PlanError("the file backend needs a directory (the L3 folder)")
     shared = bindings.strategy == "shared"
     for r in bindings.ranks:
         l2 = 0 if shared and r.rank else l2_bytes_per_rank
         ranks.append(RankSegment(r.rank, r.card, r.memory_nodes, per_rank, l2, r.rdma))
-    nodes = _node_memory(topo, ranks, reserve, shared, l2_bytes_per_rank)
+    nodes = _node_memory(topo, ranks, reserve, shared, l2_bytes_per_rank, room)
     for n in nodes:
         if n.fits is False:
             warnings.append(
@@ -445,12 +436,50 @@ def plan_prefill(
     )
 
 
+def prefill_segment(req: L3Request, tp: int) -> tuple[int, int]:
+    """(the instance's global segment, each rank's share) in bytes; (0, 0) for the file
+    backend, which registers nothing. Known before L2 is sized: plan/budget.py takes each
+    node's share of it off what the node can give L2."""
+    if req.backend != "mooncake":
+        if req.directory is None:
+            raise PlanError("the file backend needs a directory (the L3 folder)")
+        return 0, 0
+    segment = int(req.segment_gb * GB) if req.segment_gb else DEFAULT_PREFILL_SEGMENT
+    per_rank = segment // (tp * req.pp)
+    if per_rank < MIN_SEGMENT_PER_RANK:
+        raise PlanError(
+            f"a {segment / GB:g} GB segment gives each of {tp * req.pp} ranks "
+            f"{per_rank / MiB:.1f} MiB; Mooncake needs at least 16 MiB per rank"
+        )
+    pool_bytes = int(req.pool_gb * GB) if req.pool_gb else None
+    if pool_bytes is not None and segment > pool_bytes:
+        raise PlanError(
+            f"this instance's segment ({segment / GB:g} GB) is larger than the whole "
+            f"pool ({pool_bytes / GB:g} GB)"
+        )
+    return segment, per_rank
+
+
+def segments_by_node(bindings: Bindings, req: L3Request) -> dict[int, int]:
+    """The bytes of L3 segment a prefill instance registers on each node: each rank's share
+    spread evenly over its memory nodes, as _node_memory places it."""
+    if req.role != "prefill":
+        return {}
+    _, per_rank = prefill_segment(req, len(bindings.ranks))
+    out: dict[int, float] = {}
+    for r in bindings.ranks:
+        for node in r.memory_nodes:
+            out[node] = out.get(node, 0) + per_rank / len(r.memory_nodes)
+    return {node: int(b) for node, b in out.items()}
+
+
 def _node_memory(
     topo: Topology,
     ranks: list[RankSegment],
     reserve: Reserve,
     shared: bool,
     l2_per_rank: int,
+    room: Mapping[int, int] | None = None,
 ) -> tuple[NodeMemory, ...]:
     """L2 and L3 bytes per node: a rank's pages spread evenly over its memory nodes; a shared
     L2 buffer interleaved over every node with memory."""
@@ -475,6 +504,8 @@ def _node_memory(
             if total is None
             else max(0, reserve.node_usable(total) - rank_count * reserve.process_bytes_per_card)
         )
+        if room is not None and node in room:
+            usable = room[node] if usable is None else min(usable, room[node])
         out.append(NodeMemory(node, int(l2.get(node, 0)), int(seg.get(node, 0)), usable))
     return tuple(out)
 
@@ -492,6 +523,9 @@ def plan_decode(
     decode ranks bound there; --l3-segment-gb caps the node's total, split in proportion.
     The donors do not depend on the model: without a geometry (`launch l3-donors` takes no
     model) the pool's size in tokens is unknown (store_bytes_per_token 0, pool_tokens None).
+    They come first on a decode node (donating is what it is for): `plan --role decode`
+    takes their segments off each node's L2 budget (plan/budget.py), and `launch l3-donors`
+    mounts the same sizes.
     """
     reserve = reserve or Reserve()
     nics = [n for n in topo.nics if n.rdma and n.operstate in (None, "up")]

@@ -40,6 +40,10 @@ class NumaNode(NamedTuple):
     memory_free_bytes: int | None
     distances: tuple[int, ...]  # in the order of Topology.numa_nodes; () when unknown
     hugepages: tuple[HugePages, ...] = ()
+    #: What the kernel can hand back without swapping: the file LRU (Active(file) +
+    #: Inactive(file)) and reclaimable kernel memory (KReclaimable; SReclaimable before 4.20).
+    #: None: meminfo did not say (see warnings). plan/budget.py adds it to memory_free_bytes.
+    memory_reclaimable_bytes: int | None = None
 
     @property
     def has_cpus(self) -> bool:

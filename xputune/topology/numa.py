@@ -143,19 +143,35 @@ def _node_cpus(reader: Reader, base: str, online: tuple[int, ...] | None) -> tup
 
 def _single_node(reader: Reader, cpus: tuple[int, ...]) -> NumaNode:
     """A kernel without NUMA is one node 0 holding every CPU and all memory."""
-    total, free = _memory(reader, "/proc/meminfo")
-    return NumaNode(0, cpus, total, free, (10,), hugepage_pools(reader, "/sys/kernel/mm/hugepages"))
+    total, free, reclaimable = _memory(reader, "/proc/meminfo")
+    pools = hugepage_pools(reader, "/sys/kernel/mm/hugepages")
+    return NumaNode(0, cpus, total, free, (10,), pools, reclaimable)
 
 
-def _memory(reader: Reader, path: str) -> tuple[int | None, int | None]:
-    """(MemTotal, MemFree) in bytes from a meminfo file; None for what cannot be read."""
+def _memory(reader: Reader, path: str) -> tuple[int | None, int | None, int | None]:
+    """(MemTotal, MemFree, reclaimable) in bytes from a meminfo file; None for what cannot be
+    read."""
     text = reader.text(path, required=True)
     if text is None:
-        return None, None
+        return None, None, None
     return (
         reader.parse(path, text, lambda t, p: meminfo_bytes(t, "MemTotal", p)),
         reader.parse(path, text, lambda t, p: meminfo_bytes(t, "MemFree", p)),
+        reader.parse(path, text, reclaimable_bytes),
     )
+
+
+def reclaimable_bytes(text: str, path: str) -> int:
+    """The file LRU and reclaimable kernel memory of a meminfo (a node's or the host's).
+
+    A node's meminfo has no MemAvailable line, so the kernel's estimate is rebuilt from the
+    lines it is made of (si_mem_available: MemFree + file LRU + KReclaimable, less watermark
+    terms only /proc/zoneinfo shows; plan/budget.py's reserve stands in for those).
+    Shmem is not in the file LRU (it sits on the anon lists), so /dev/shm buffers are not
+    counted as reclaimable. KReclaimable came in 4.20; older kernels show SReclaimable only.
+    """
+    kernel = "KReclaimable" if "KReclaimable:" in text else "SReclaimable"
+    return sum(meminfo_bytes(text, key, path) for key in ("Active(file)", "Inactive(file)", kernel))
 
 
 def discover_numa(reader: Reader, online: tuple[int, ...] | None) -> tuple[NumaNode, ...]:
@@ -169,7 +185,7 @@ def discover_numa(reader: Reader, online: tuple[int, ...] | None) -> tuple[NumaN
         if not reader.view.is_dir(base):
             reader.warn(f"{base}: node {node_id} is online but its directory is missing; skipped")
             continue
-        total, free = _memory(reader, f"{base}/meminfo")
+        total, free, reclaimable = _memory(reader, f"{base}/meminfo")
         nodes.append(
             NumaNode(
                 id=node_id,
@@ -178,6 +194,7 @@ def discover_numa(reader: Reader, online: tuple[int, ...] | None) -> tuple[NumaN
                 memory_free_bytes=free,
                 distances=_distances(reader, f"{base}/distance", ids),
                 hugepages=hugepage_pools(reader, f"{base}/hugepages"),
+                memory_reclaimable_bytes=reclaimable,
             )
         )
     return tuple(nodes)

@@ -67,6 +67,7 @@ def to_dict(
                 "cpus": format_cpulist(n.cpus),
                 "memory_total_bytes": n.memory_total_bytes,
                 "memory_free_bytes": n.memory_free_bytes,
+                "memory_reclaimable_bytes": n.memory_reclaimable_bytes,
                 "distances": list(n.distances),
                 "hugepages": [
                     {"size_kb": h.size_kb, "total": h.total, "free": h.free} for h in n.hugepages

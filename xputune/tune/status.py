@@ -27,7 +27,7 @@ from typing import Any
 
 from xputune.errors import XputuneError
 from xputune.host import HostView
-from xputune.tune import engine, persist
+from xputune.tune import engine, persist, verifystate
 from xputune.tune.journal import Journal, Transaction, rolled_back_at
 from xputune.tune.knobs.base import DRIFT, Row
 from xputune.tune.state import StateDir, open_state_fd, readable_state_dir
@@ -100,6 +100,8 @@ class HostStatus:
     rows: list[Row] | None  # the check rows (None: not judged, see drift_note)
     drift_note: str  # NO_PROFILE, or why drift could not be judged ("" when judged)
     warnings: list[str] = field(default_factory=list)
+    #: The last `xputune verify` document kept here (tune/verifystate.py); None: none.
+    verification: dict[str, Any] | None = None
 
     @property
     def holds(self) -> bool | None:
@@ -122,6 +124,9 @@ def host_status(view: HostView, drift: bool = True) -> HostStatus:
     watch, warning = read_watch_state(view)
     if warning:
         warnings.append(warning)
+    verification, warning = verifystate.read(view)
+    if warning:
+        warnings.append(warning)
     result = HostStatus(
         host=view.label,
         state_dir=str(folder) if folder is not None else None,
@@ -138,6 +143,7 @@ def host_status(view: HostView, drift: bool = True) -> HostStatus:
         rows=None,
         drift_note="",
         warnings=warnings,
+        verification=verification,
     )
     if journal_error is not None:
         result.drift_note = f"unknown: the journal could not be read ({journal_error})"
@@ -326,5 +332,27 @@ def status_document(view: HostView, result: HostStatus) -> dict[str, Any]:
             "note": result.drift_note,
             "rows": None if rows is None else [r.as_dict() for r in rows],
         },
+        "verification": _verification(result.verification),
         "warnings": result.warnings,
+    }
+
+
+def _verification(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The last verification in short: when, which server, the verdict, the ranks named."""
+    if doc is None:
+        return None
+    return {
+        "time": doc["time"],
+        "server_pid": doc["server"]["pid"],
+        "url": doc["server"].get("url"),
+        "verdict": doc["verdict"],
+        "ranks": len(doc["ranks"]),
+        "drifting": doc["drifting"],
+        "unknown": doc["unknown"],
+        "findings": [
+            f"{r['rank']}: {f['text']}"
+            for r in doc["ranks"]
+            for f in r.get("findings") or []
+            if isinstance(f, dict) and isinstance(f.get("text"), str)
+        ],
     }
