@@ -128,6 +128,12 @@ def test_launch_uses_the_same_budget(run_cli, busy: Path) -> None:
     flat = " ".join(err.split())
     assert "max 17 GB: node 3's budget" in flat
     assert "--hicache-size 16" in " ".join(out.split())
+    code, out, err = run_cli(
+        "launch", "sglang", "-n", "--root", str(busy), "--node-reserve-gb", "10", "--",
+        "--model-path", "zai-org/GLM-5", "--tp", "8",
+    )  # fmt: skip
+    assert code in (0, 1), err
+    assert "max 22 GB: node 3's budget" in " ".join(err.split())  # 10 GB less, over 2 cards
 
 
 def test_the_plan_says_where_sglang_s_own_pools_land(run_cli, tmp_path: Path, monkeypatch) -> None:
