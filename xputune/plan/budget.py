@@ -20,9 +20,10 @@ allocation of the pool evicts. What the kernel's own estimate takes off on top (
 watermarks, from /proc/zoneinfo) is part of the reserve here. Where a node's meminfo lacks the
 page cache lines, MemFree alone is used and the plan says so.
 
-The reserve (default 20 GB a node, `--node-reserve-gb` of plan and launch sglang): what the node must keep for
-what is not running yet: RDMA transfer buffers of PD disaggregation (the static model's 16 GiB,
-plan/capacity.py: Reserve), the page tables of the pools, and the kernel's watermarks. Each
+The reserve (default 20 GB a node, `--node-reserve-gb` of plan and launch sglang): what the
+node must keep for what is not running yet: RDMA transfer buffers of PD disaggregation (the
+static model's 16 GiB, plan/capacity.py: Reserve), the page tables of the pools, and the
+kernel's watermarks. Each
 card's serving process is charged apart (Reserve.process_bytes_per_card, 10 GiB): it runs on
 its node and first-touches there.
 
