@@ -73,6 +73,12 @@ def _too_large(path: Path | str, what: str, limit: int) -> XputuneError:
 
 
 def _refusal(exc: OSError, path: Path | str, what: str) -> XputuneError:
+    if exc.errno == errno.ENAMETOOLONG:  # the name itself is the fault: not echoed whole
+        head = _shown(str(path)[:40])
+        return XputuneError(
+            f"{what} not readable: its path is too long ({len(str(path)):,} characters; "
+            f"it starts {head}...)"
+        )
     shown = _shown(path)
     if isinstance(exc, FileNotFoundError):
         return XputuneError(f"{what} not found: {shown}")
@@ -435,10 +441,13 @@ def config_path(name: str) -> Path | None:
     from pathlib import Path
 
     path = Path(name).expanduser()
-    if path.is_dir() and (path / "config.json").is_file():
-        return path / "config.json"
-    if path.is_file() or name.endswith(".json"):
-        return path
+    try:  # is_dir/is_file answer False only for a missing file, not for a name too long
+        if path.is_dir() and (path / "config.json").is_file():
+            return path / "config.json"
+        if path.is_file() or name.endswith(".json"):
+            return path
+    except OSError as exc:  # ENAMETOOLONG, EACCES on a folder above: a path it cannot be
+        raise _refusal(exc, path, "model config") from None
     return None
 
 

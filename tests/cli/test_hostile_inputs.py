@@ -171,3 +171,88 @@ def test_smi_numbers_of_thousands_of_digits_read_as_absent(run_cli, tmp_path: Pa
     assert code == 0 and "Traceback" not in err
     card = json.loads(out, parse_constant=lambda c: pytest.fail(c))["cards"][0]
     assert card["power_w"] is None and card["memory_total_mib"] is None
+
+
+_LONG = "a" * 10_240  # past PATH_MAX (4,096): stat() fails with ENAMETOOLONG, not ENOENT
+
+
+def _small_trace(tmp_path: Path) -> str:
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}\n'
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize("command", ["model", "tiers", "plan"])
+def test_a_model_name_too_long_for_a_path_is_one_line(
+    run_cli, tmp_path: Path, command: str
+) -> None:
+    """--model is tried as a config.json path first; a name no file system takes is refused
+    as such, in one line that does not echo its 10,240 characters (was OSError: File name
+    too long)."""
+    argv = {
+        "model": ["model"],
+        "tiers": ["tiers", "--trace", _small_trace(tmp_path), "--tp", "8"],
+        "plan": ["plan", *SEED],
+    }[command]
+    said = _one_line(run_cli, *argv, "--model", _LONG)
+    assert said == (
+        "model config not readable: its path is too long (10,240 characters; it starts "
+        f"{_LONG[:40]}...)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("what", "argv"),
+    [("trace", ["tiers", "--trace"]), ("model config", ["plan", *SEED, "--config"])],
+)
+def test_any_file_name_too_long_is_one_line(run_cli, what: str, argv: list[str]) -> None:
+    said = _one_line(run_cli, *argv, "/tmp/" + _LONG)
+    assert said.startswith(f"{what} not readable: its path is too long (10,245 characters")
+
+
+@pytest.mark.parametrize("plot", [False, True])
+def test_a_generic_page_size_past_its_bound_is_one_line(
+    run_cli, tmp_path: Path, plot: bool
+) -> None:
+    """A page of 2^62 tokens made the chart's capacities overflow int64 and go negative
+    (was ValueError: capacities must be >= 0 tokens); the page size is bounded now."""
+    trace = tmp_path / "g.jsonl"
+    trace.write_text('{"hashes": [1, 2, 3], "page_size": 4611686018427387904}\n')
+    argv = ["tiers", "--trace", str(trace)] + (["--plot", str(tmp_path / "c.svg")] if plot else [])
+    said = _one_line(run_cli, *argv)
+    assert said == (
+        f"{trace}: line 1: page_size must be at most 2,147,483,648, got 4611686018427387904"
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"timestamp": 0, "input_length": N, "output_length": 1, "hash_ids": [1]}',
+        '{"hashes": [1], "page_size": 16, "input_length": N}',
+    ],
+)
+@pytest.mark.parametrize("sampled", [False, True])
+def test_an_input_length_of_4300_digits_is_one_line(
+    run_cli, tmp_path: Path, line: str, sampled: bool
+) -> None:
+    """4,300 digits is the most int() and JSON take (longer is refused as not JSON): it parsed
+    and then overflowed the float and int64 conversions (was OverflowError)."""
+    trace = tmp_path / "t.jsonl"
+    good = '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}'
+    if "hashes" in line:
+        good = '{"hashes": [1, 2], "page_size": 16}'
+    trace.write_text(f"{good}\n" * 200 + line.replace("N", "9" * 4300) + "\n")  # the fast path
+    argv = ["tiers", "--trace", str(trace)] + (["--sample-rate", "0.5"] if sampled else [])
+    said = _one_line(run_cli, *argv)
+    assert said == (
+        f"{trace}: line 201: input_length must be at most 1,125,899,906,842,624, "
+        "got an integer of thousands of digits"
+    )
+
+
+def test_a_plot_name_too_long_is_one_line(run_cli, tmp_path: Path) -> None:
+    said = _one_line(run_cli, "tiers", "--trace", _small_trace(tmp_path), "--plot", _LONG + ".svg")
+    assert said == (f"--plot: cannot write {_LONG[:40]}... (10,244 characters): File name too long")

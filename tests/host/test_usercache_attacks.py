@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from xputune.host import usercache
-from xputune.kernels import build
+from xputune.kernels import build, native
 from xputune.tune import profiles
 
 NOBODY = 65534
@@ -234,6 +234,116 @@ def test_tiers_with_a_planted_stack_distance_kernel(
         f"xputune: warning: no cache this run: {arena}/evil is owned by uid 65534, "
         "not by this user (uid 0)\n"
     )
+
+
+# -- a library installed with the wheel ---------------------------------------------------------
+
+
+@pytest.fixture
+def installed(arena: Path, sources: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the wheel's library t (a.c: v() == 1) is installed: .../site/xputune/kernels/libs.
+
+    Root-owned 0755 folders down from /tmp, as root's pip makes them; the library's file name
+    is the one the loader looks for, and nothing is there yet.
+    """
+    monkeypatch.setattr(native, "LIBRARIES", {"t": native.Library("t", "test", ("a.c",), "wheel")})
+    libs = arena / "site" / "xputune" / "kernels" / "libs"
+    libs.mkdir(parents=True)
+    for folder in (libs, *libs.parents):
+        if folder == arena:
+            break
+        folder.chmod(0o755)
+    monkeypatch.setattr(native, "PACKAGED_DIR", libs)
+    monkeypatch.setenv("XPUTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    return libs / native.packaged_name(native.LIBRARIES["t"], build.source_dir())
+
+
+def _compiled_by_root(evil_source: Path, target: Path) -> None:
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(target), str(evil_source)], check=True)
+    target.chmod(0o755)
+
+
+def _installed_group_writable(installed: Path, evil: Path, arena: Path) -> None:
+    libs = installed.parent  # the one folder left open: the attacker's group may write
+    os.chown(libs, 0, NOBODY)
+    libs.chmod(0o775)
+    as_attacker("gcc", "-shared", "-fPIC", "-o", str(installed), str(evil))
+
+
+def _installed_theirs(installed: Path, evil: Path, arena: Path) -> None:
+    _compiled_by_root(evil, installed)
+    os.chown(installed, NOBODY, NOBODY)  # the file alone is another user's
+
+
+def _their_folder(arena: Path) -> Path:
+    folder = arena / "evil"
+    folder.mkdir()
+    os.chown(folder, NOBODY, NOBODY)
+    return folder
+
+
+def _installed_symlink(installed: Path, evil: Path, arena: Path) -> None:
+    plant_library(evil, _their_folder(arena), "lib.so")
+    installed.symlink_to(arena / "evil" / "lib.so")
+
+
+def _installed_libs_symlink(installed: Path, evil: Path, arena: Path) -> None:
+    plant_library(evil, _their_folder(arena), installed.name)
+    installed.parent.rmdir()
+    installed.parent.symlink_to(arena / "evil")  # libs/ itself leads to their folder
+
+
+def _installed_hard_linked(installed: Path, evil: Path, arena: Path) -> None:
+    _compiled_by_root(evil, installed)
+    os.link(installed, installed.parent / "second-name")
+
+
+INSTALLED = {
+    "group-writable-libs": (_installed_group_writable, "libs is writable by others (mode 0775)"),
+    "another-owner": (_installed_theirs, "owned by uid 65534, not by root or this user (uid 0)"),
+    "symlinked-library": (_installed_symlink, "(a symbolic link)"),
+    "symlinked-libs": (_installed_libs_symlink, "/evil is owned by uid 65534"),
+    "hard-linked": (_installed_hard_linked, "(2 hard links)"),
+}
+
+
+@pytest.mark.parametrize("attack", list(INSTALLED))
+def test_a_planted_installed_library_is_never_loaded(
+    attack: str,
+    installed: Path,
+    arena: Path,
+    marker: Path,
+    evil_source: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plant, why = INSTALLED[attack]
+    plant(installed, evil_source, arena)
+    capsys.readouterr()
+    lib = build.load_native("t")
+    assert not marker.exists(), "the planted library ran as root"
+    assert lib.v() == 1  # built from the sources on first use; the planted one returns 666
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("xputune: warning: installed ") and why in line, line
+    assert line.endswith("; built on first use instead"), line
+    assert [o.status for o in build.build_all()] == ["built"]
+
+
+def test_a_clean_installed_library_is_loaded(
+    installed: Path, marker: Path, evil_source: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The control: root's own library, installed as pip installs it, is loaded, unbuilt.
+
+    So the tests above can fail: the same planted code, placed as a trusted install would
+    place it, runs (its constructor writes the marker).
+    """
+    _compiled_by_root(evil_source, installed)
+    capsys.readouterr()
+    lib = build.load_native("t")
+    assert lib.v() == 666 and marker.exists()
+    assert lib._name.startswith("/proc/self/fd/")
+    assert os.path.samestat(os.stat(lib._name), installed.stat())
+    assert capsys.readouterr().err == ""
+    assert [o.status for o in build.build_all()] == ["installed"]
 
 
 # -- a poisoned parsed profile ------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -171,11 +170,13 @@ else:
 """
 
 
-def _as_other(root: str) -> dict:
+def _as_other(root: str, pythonpath: str) -> dict:
+    """_AS_OTHER run by the other user, importing xputune from `pythonpath` (a copy it can
+    read: the checkout may be in a private folder) with no site-packages (-S)."""
     done = subprocess.run(
-        [*otheruser._prefix(), sys.executable, "-c", _AS_OTHER, root],
+        [*otheruser._prefix(), otheruser.python(), "-S", "-c", _AS_OTHER, root],
         capture_output=True, text=True, check=False, timeout=120, cwd="/",
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        env={**os.environ, "PYTHONPATH": pythonpath},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
@@ -184,6 +185,7 @@ def _as_other(root: str) -> dict:
 def test_another_user_reads_where_the_state_dir_lets_and_is_told_root_where_not() -> None:
     otheruser.require()
     with otheruser.reachable_dir() as where:
+        pythonpath = otheruser.package_copy(where)
         root = minihost.build(str(where / "host"))
         for folder, _, files in os.walk(root):  # a tree the other user may read
             os.chmod(folder, 0o755)
@@ -192,14 +194,14 @@ def test_another_user_reads_where_the_state_dir_lets_and_is_told_root_where_not(
         result = helpers.apply(DirView(root), only=["numa.balancing", "pcie.ido"])
         state = root + "/var/lib/xputune"
         # root's state directory, 0700 as apply leaves it: one clear line, nothing else
-        said = _as_other(root)
+        said = _as_other(root, pythonpath)
         assert said["error"] == "PermissionRequired"
         assert said["message"].startswith(f"cannot read {state}: permission denied")
         assert "run it as root" in said["message"]
         # a state directory that user owns (their own tree): the dry run works unprivileged
         os.chown(state, otheruser.OTHER_UID, otheruser.OTHER_GID)
         os.chown(state + "/" + JOURNAL, otheruser.OTHER_UID, otheruser.OTHER_GID)
-        said = _as_other(root)
+        said = _as_other(root, pythonpath)
         assert said == {"transactions": 1, "steps": len(result.changes), "unreadable": 0}
 
 

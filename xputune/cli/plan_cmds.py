@@ -431,15 +431,22 @@ def _check_plot_target(path: Path) -> None:
         raise XputuneError(f"--plot: use a .svg or .png file name, got {path.name}")
     if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
         raise XputuneError("PNG plots need matplotlib: pip install 'xputune[plot]', or write .svg")
-    if path.is_dir():
-        raise XputuneError(f"--plot: {path} is a directory")
-    parent = path.parent
-    if not parent.is_dir():
-        raise XputuneError(f"--plot: cannot write {path}: no such directory {parent}")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise XputuneError(f"--plot: cannot write {path}: permission denied")
-    if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
-        raise XputuneError(f"--plot: cannot write {path}: {parent} is not writable")
+    try:  # is_dir and exists answer False only for a missing file, not for a name too long
+        if path.is_dir():
+            raise XputuneError(f"--plot: {path} is a directory")
+        parent = path.parent
+        if not parent.is_dir():
+            raise XputuneError(f"--plot: cannot write {path}: no such directory {parent}")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise XputuneError(f"--plot: cannot write {path}: permission denied")
+        if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
+            raise XputuneError(f"--plot: cannot write {path}: {parent} is not writable")
+    except OSError as exc:  # ENAMETOOLONG, EACCES on a folder above: said, not echoed whole
+        from xputune.userfiles import printable
+
+        text = str(path)
+        shown = text if len(text) <= 80 else f"{text[:40]}... ({len(text):,} characters)"
+        raise XputuneError(f"--plot: cannot write {printable(shown)}: {exc.strerror}") from None
 
 
 def _write_plot(path: Path, chart) -> None:

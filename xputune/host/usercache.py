@@ -23,6 +23,9 @@ checks are the guard, since whoever can write an entry can write its checksum to
 cryptographic one included. (SHA-256 was used before: importing hashlib loads OpenSSL, which
 with hashing an entry cost a bundled-recording probe ~4 ms; zlib's CRC-32 ~0.5 ms.)
 
+The files installed with xputune that hold code (the libraries built with the wheel) are opened
+through the same checks (open_installed), root's files trusted as well as this user's.
+
 A refused folder or entry means doing the work again, with one warning on stderr naming the
 path and why; the entry is then rewritten (through a fresh 0600 file and a rename). An entry
 an older xputune wrote is rebuilt without a warning. XPUTUNE_CACHE=off turns the data caches
@@ -255,11 +258,15 @@ def open_entry(where: Folder, name: str, cap: int) -> int | None:
     return fd
 
 
-def _entry_fault(st: os.stat_result, cap: int) -> str | None:
+def _entry_fault(st: os.stat_result, cap: int, root_too: bool = False) -> str | None:
+    """Why an entry may not be loaded, or None; `root_too` also trusts root's files."""
+    euid = os.geteuid()
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
-    if st.st_uid != os.geteuid():
-        return f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    if root_too and st.st_uid not in (0, euid):
+        return f"owned by uid {st.st_uid}, not by root or this user (uid {euid})"
+    if not root_too and st.st_uid != euid:
+        return f"owned by uid {st.st_uid}, not by this user (uid {euid})"
     if st.st_mode & 0o022:
         return f"writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
     if st.st_nlink != 1:
@@ -267,6 +274,51 @@ def _entry_fault(st: os.stat_result, cap: int) -> str | None:
     if st.st_size > cap:
         return f"larger than {cap} bytes"
     return None
+
+
+def open_installed(path: str, cap: int, instead: str) -> int | None:
+    """A descriptor on `path`, a file installed with xputune, when it may be trusted, else None.
+
+    The package's own files (the libraries built with the wheel) hold code that root runs, so
+    they get the cache's checks, with root's files trusted too (root installs packages): every
+    folder from / down is root's or this user's and writable by nobody else (a sticky
+    root-owned one such as /tmp excepted, but never the file's own folder), and the file,
+    opened without following links, is a regular file of root or this user with one link,
+    writable by nobody else, of at most `cap` bytes. None without a word when it is absent;
+    when refused, one warning naming the place at fault and what is done `instead`.
+    """
+    real_dir = os.path.realpath(os.path.dirname(path))
+    name = os.path.basename(path)
+    try:
+        return _open_installed(real_dir, name, cap)
+    except FileNotFoundError:
+        return None
+    except _Refused as why:
+        warn(f"installed {_shown(os.path.join(real_dir, name))} refused ({why}); {instead}")
+    return None
+
+
+def _open_installed(real_dir: str, name: str, cap: int) -> int:
+    dir_fd = _walk(real_dir, 0, False, False)
+    try:
+        mode = stat.S_IMODE(os.fstat(dir_fd).st_mode)
+        if mode & 0o022:  # sticky or not: its own folder is where a file would be swapped
+            raise _Refused(f"{_shown(real_dir)} is writable by others (mode {mode:04o})")
+        try:
+            fd = os.open(name, _ENTRY_FLAGS, dir_fd=dir_fd)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise _Refused(
+                "a symbolic link" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+            ) from None
+    finally:
+        os.close(dir_fd)
+    fault = _entry_fault(os.fstat(fd), cap, root_too=True)
+    if fault:
+        os.close(fd)
+        raise _Refused(fault)
+    return fd
 
 
 def load(kind: str, name: str, cap: int) -> object | None:

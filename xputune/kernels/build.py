@@ -17,7 +17,9 @@ above it writable by others), and only after its descriptor, opened without foll
 shows a regular file of this user with one link that nobody else may write. dlopen then gets
 /proc/self/fd/N, the very inode checked, so no path can be swapped in between. A library that
 fails the check is rebuilt (one warning); a refused cache folder means building into a private
-temporary folder for this run.
+temporary folder for this run. A library installed with the wheel gets the same checks (root's
+files trusted too: root installs packages) and is loaded the same way, through its descriptor;
+a refused one is passed over with one warning and built on first use.
 """
 
 from __future__ import annotations
@@ -167,6 +169,11 @@ def load_library(path: Path) -> ctypes.CDLL:
     fd = None if folder is None else usercache.open_entry(folder, path.name, LIBRARY_CAP)
     if fd is None:
         raise UnsupportedError(f"{path}: not loaded (missing, or not a library this user built)")
+    return _dlopen(fd, path)
+
+
+def _dlopen(fd: int, path: Path) -> ctypes.CDLL:
+    """dlopen the inode `fd` was checked on, through /proc/self/fd/N (held open for good)."""
     by_fd = f"/proc/self/fd/{fd}"
     if not os.path.exists(by_fd):
         os.close(fd)
@@ -200,24 +207,39 @@ def build_native(name: str, force: bool = False) -> Path:
     )  # fmt: skip
 
 
+def _installed(name: str) -> tuple[Path, int] | None:
+    """The library built with the wheel and a descriptor on it, when it may be trusted.
+
+    Installed is not trusted by itself: a libs/ folder left group-writable (a umask, a
+    careless chmod) would let another user's library run as root while the Python code
+    beside it is still root's. So the installed library gets the cache's checks
+    (usercache.open_installed); a refused one is passed over (one warning) and the library
+    is built on first use, as where none is installed.
+    """
+    path = packaged(name)
+    if path is None:
+        return None
+    fd = usercache.open_installed(str(path), LIBRARY_CAP, "built on first use instead")
+    return None if fd is None else (path, fd)
+
+
 def load_native(name: str) -> ctypes.CDLL:
     """Library `name` of native.py's table, loaded once per process.
 
-    The one installed inside the package is loaded by path with no cache check: it is as
-    trusted as the package's Python code beside it (whoever can replace the one can replace
-    the other; root-owned when root installed xputune). Without one, it is built on first use
-    and loaded through the checked cache as the module docstring says.
+    The one installed inside the package is loaded through the descriptor it was checked on
+    (_installed); without a trusted one, it is built on first use and loaded through the
+    checked cache as the module docstring says.
     """
     lib = _loaded.get(name)
     if lib is None:
-        path = packaged(name)
-        if path is None:
+        found = _installed(name)
+        if found is None:
             lib = load_library(build_native(name))
         else:
             try:
-                lib = ctypes.CDLL(str(path))
+                lib = _dlopen(found[1], found[0])
             except OSError as exc:
-                raise UnsupportedError(f"{path}: cannot be loaded: {exc}") from None
+                raise UnsupportedError(f"{found[0]}: cannot be loaded: {exc}") from None
         _loaded[name] = lib
     return lib
 
@@ -239,9 +261,10 @@ def build_all(force: bool = False) -> list[Outcome]:
     """
     out = []
     for lib in native.LIBRARIES.values():
-        path = packaged(lib.name)
-        if path is not None:
-            out.append(Outcome(lib.title, "installed", str(path)))
+        found = _installed(lib.name)
+        if found is not None:
+            os.close(found[1])
+            out.append(Outcome(lib.title, "installed", str(found[0])))
             continue
         if lib.toolkit is not None:
             chain = native.toolchain(lib, source_dir())
