@@ -6,6 +6,8 @@ hold without running it)."""
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 from xputune.cli import exits
@@ -86,3 +88,26 @@ def test_the_readme_points_to_the_exit_status_table() -> None:
     start = text.index("\n## A first session\n")
     section = text[start : text.index("\n## ", start + 1)]
     assert "EXIT STATUS" in section and "xputune --help" in section and "man xputune" in section
+
+
+def test_the_copy_the_session_makes_is_ignored_by_git() -> None:
+    """`mkdir box && tar xf ...` in the checkout: the copy is not the project's to commit."""
+    made = [line.split()[1] for line in first_session() if line.split()[0] == "mkdir"]
+    assert made == ["box"]
+    if shutil.which("git") is None:
+        return
+    for name in (f"{made[0]}/", f"{made[0]}/h3c-hygon-p800/sys/x"):
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", name], check=False
+        )
+        assert done.returncode == 0, f"{name} is not in .gitignore"
+
+
+def test_the_readme_says_the_second_command_runs_apt_get_as_root() -> None:
+    """tests/sglang/install_sglang.py installs libibverbs1 with apt-get when run as root: a
+    command that changes the machine's packages says so before anyone runs it."""
+    script = (ROOT / "tests" / "sglang" / "install_sglang.py").read_text()
+    assert '"apt-get", "install"' in script and "os.geteuid() != 0" in script
+    text = (ROOT / "README.md").read_text()
+    intro = text[text.index("```\n", text.index("```sh")) : text.index("\n## ")]
+    assert "Run as root" in intro and "`apt-get`" in intro and "libibverbs1" in intro

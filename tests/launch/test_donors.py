@@ -114,8 +114,28 @@ def test_dry_run_on_the_seed_box_is_plan_s_donors_one_bound_line_per_rdma_nic(ru
         assert f"--device_names={rdma}" in words
         # plan's own command, word for word, with the binary that would run
         assert words == [client if w == donors.CLIENT else w for w in plan["command"]]
-        assert f"donor {plan['nic']} ({rdma}) on node {node}: {plan['segment_gb']:g} GB" in err
+        # the size in the unit its flag gives it (GiB), said so: not 146.029 GB beside 136GB
+        gib = next(w for w in words if w.startswith("--global_segment_size="))[22:-2]
+        assert f"donor {plan['nic']} ({rdma}) on node {node}: {gib} GiB (" in err
+        assert f"(--global_segment_size={gib}GB: Mooncake's GB is 2^30 bytes), port " in err
+        assert round(int(gib) * 2**30 / 1e9, 3) == plan["segment_gb"]  # JSON keeps its GB
     assert "nodes 0 2 4 6 have no RDMA NIC" in err
+
+
+def test_plan_s_table_says_each_donor_s_size_as_its_flag_does(run_cli, monkeypatch) -> None:
+    """plan --role decode prints the same donors: their size in GiB, beside the flag."""
+    monkeypatch.setenv("COLUMNS", "1000")  # each donor's line whole
+    code, out, err = run_cli(
+        "plan", *SEED, "-m", "glm-5", "--l3", "mooncake", "--role", "decode", *MASTER
+    )
+    assert code == 0, err
+    said = [line for line in out.splitlines() if line.startswith("donor ")]
+    assert len(said) == len(SEED_NICS)
+    assert said[0] == (
+        "donor ens1np0 (mlx5_0) on node 1: 136 GiB (--global_segment_size=136GB: Mooncake's GB "
+        "is 2^30 bytes)"
+    )
+    assert all("146" not in line for line in said)  # no 146.029 GB beside it
 
 
 def test_the_lines_are_shell_that_takes_the_address_from_mooncake_host(run_cli) -> None:

@@ -37,7 +37,7 @@ def test_mooncake_on_the_seed_box_runs_page_first_direct_with_one_extra_config(
         "launch", "sglang", "-n", *SEED, "--l3", "mooncake", "--l3-master", listener,
         "--l3-segment-gb", "16", *GLM,
     )  # fmt: skip
-    assert code == 0, err
+    assert code == 1, err  # the seed box drifts
     words = _words(out)
     assert _value(words, "--hicache-mem-layout") == "page_first_direct"  # io direct (Kunlunxin)
     assert _value(words, "--hicache-storage-backend") == "mooncake"
@@ -51,14 +51,22 @@ def test_mooncake_on_the_seed_box_runs_page_first_direct_with_one_extra_config(
 
 
 def test_a_missing_master_is_one_refusal_line_and_force_launches_anyway(run_cli, monkeypatch):
+    """Each reason on its own line with its own fix (drift's `xputune apply` once ran after the
+    master's reason, as if it fixed that), and the dry run ends as the launch would: 1, drift
+    first, so `launch --dry-run && launch` stops."""
     monkeypatch.setattr(l3check, "_mooncake_missing", lambda *a: None)
     master = f"127.0.0.1:{_closed_port()}"
     code, _, err = run_cli(
         "launch", "sglang", "-n", *SEED, "--l3", "mooncake", "--l3-master", master, *GLM
     )
-    assert code == 0
-    refusal = [line for line in err.splitlines() if line.startswith("would refuse:")]
-    assert len(refusal) == 1 and f"the Mooncake master {master} does not answer" in refusal[0]
+    assert code == 1
+    drift, reached = [line for line in err.splitlines() if line.startswith("would refuse:")]
+    assert drift.startswith("would refuse: 26 critical setting(s) drift from profile")
+    assert "xputune apply" in drift and "Mooncake" not in drift and drift.endswith("--force")
+    assert reached.startswith(f"would refuse: the Mooncake master {master} does not answer (")
+    assert reached.endswith(
+        "start mooncake_master there, or name the one that runs with --l3-master, or pass --force"
+    )
     code, _out, err = run_cli(
         "launch", "sglang", "-n", "--force", *SEED, "--l3", "mooncake", "--l3-master", master,
         *GLM,
@@ -92,7 +100,7 @@ def test_a_layer_first_in_args_is_said_to_be_rewritten(run_cli, listener, monkey
         "launch", "sglang", "-n", *SEED, "--l3", "mooncake", "--l3-master", listener,
         *GLM, "--hicache-mem-layout", "layer_first",
     )  # fmt: skip
-    assert code == 0
+    assert code == 1  # the seed box drifts
     assert "SGLang rewrites it to page_first for mooncake" in err
 
 
@@ -155,7 +163,7 @@ def test_a_cpu_segment_beyond_the_hosts_memory_is_refused(run_cli, tmp_path, lis
         "--l3-master", listener, "--l3-segment-gb", "100000", "--", "--model-path", "x",
         "--device", "cpu",
     )  # fmt: skip
-    assert code == 0
+    assert code == 3  # a launch would refuse: the L3 tier cannot work here
     assert "does not fit beside the L2 tier" in err and "would refuse" in err
 
 
@@ -180,3 +188,23 @@ def test_the_folder_checks_say_what_is_wrong(tmp_path) -> None:
     assert "absolute path" in l3check._folder_problem("l3")
     assert "does not exist" in l3check._folder_problem(str(tmp_path / "nope"))
     assert l3check._folder_problem(str(tmp_path)) is None
+
+
+def test_a_real_launch_refused_for_several_reasons_says_one_a_line(capsys) -> None:
+    """A real launch stops before SGLang: one reason is its error line; several are one a
+    line (each with its fix), and the error line counts them, with the dry run's status."""
+    from xputune.cli.launch_run import refuse
+    from xputune.launch.sglang import LaunchError
+
+    with pytest.raises(LaunchError) as one:
+        refuse(["a: fix a, or pass --force"], 3)
+    assert str(one.value) == "a: fix a, or pass --force" and one.value.exit_code == 3
+    assert capsys.readouterr().err == ""
+    with pytest.raises(LaunchError) as two:
+        refuse(["a: fix a, or pass --force", "b: fix b, or pass --force"], 1)
+    assert two.value.exit_code == 1
+    assert str(two.value) == "2 reasons refuse the launch, each above with its fix"
+    assert capsys.readouterr().err.splitlines() == [
+        "refused: a: fix a, or pass --force",
+        "refused: b: fix b, or pass --force",
+    ]

@@ -118,5 +118,5 @@ def test_launching_into_it_is_exit_3_with_the_fix(
     )
     code, out, err = run_cli("launch", "sglang", "--dry-run", *args)
     words = shlex.split(out.replace("\\\n", " "))
-    assert code == 0 and words[words.index("-m") - 1 :][:2] == [python, "-m"]
+    assert code == 3 and words[words.index("-m") - 1 :][:2] == [python, "-m"]
     assert "would refuse: xputune's SGLang plugin is not installed for " in err

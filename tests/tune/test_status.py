@@ -214,3 +214,19 @@ def test_status_of_the_mini_host_is_valid_json_either_way(mini, drift) -> None:
     doc = status_document(view, host_status(view, drift=drift))
     assert doc["schema_version"] == 1 and doc["host"] == mini
     assert (doc["holds"] is True) == drift
+
+
+def test_status_dates_an_apply_as_rollback_and_watch_do_in_utc_with_z(mini) -> None:
+    """One clock form everywhere: status once printed the journal's local time with its
+    offset (+0000) beside the rollback mark's and the watch's Z."""
+    helpers.apply(DirView(mini))
+    when = looked(mini)["applied"]["when"]
+    assert len(when) == 20 and when.endswith("Z") and when[10] == "T", when
+    # a journal written before: local time with its offset, shown in UTC
+    _rewrite_journal(mini, lambda txn: txn.update(finished="2026-12-05T21:13:01+0800"))
+    assert looked(mini)["applied"]["when"] == "2026-12-05T13:13:01Z"
+    _rewrite_journal(mini, lambda txn: txn.update(finished="yesterday"))  # as it is
+    assert looked(mini)["applied"]["when"] == "yesterday"
+    engine.rollback_host(DirView(mini))
+    rolled = looked(mini)["journal"]["rolled_back"]
+    assert len(rolled) == 20 and rolled.endswith("Z")

@@ -116,7 +116,7 @@ def test_launch_on_a_drifting_recording_suggests_an_apply_that_works(
 ) -> None:
     model = ("--", "--model-path", "glm-5", "--tp", "8")
     code, _, err = run_cli("launch", "sglang", "-n", "--example", "h3c-hygon-p800", *model)
-    assert code == 0
+    assert code == 1  # would refuse: it drifts (the launch would end 1)
     refusal = next(line for line in err.splitlines() if line.startswith("would refuse:"))
     assert "run `xputune apply` on the host it was recorded on; here, on a copy: `" in refusal
     assert "(see `xputune check --example h3c-hygon-p800`)" in refusal

@@ -13,6 +13,9 @@ from xputune.host import open_host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from xputune.launch.policy import Launch
     from xputune.launch.sglang import LaunchSpec
 
 LAUNCH_SGLANG = Command(
@@ -29,8 +32,10 @@ LAUNCH_SGLANG = Command(
         Opt("force", ("--force",), "Launch despite critical drift, an L3 preflight refusal, "
             "a TP size SGLang refuses, and all-nodes without IDO. Never launches from "
             "--root/--example: those are dry runs only.", kind="flag", default=False),
-        Opt("dry_run", ("--dry-run", "-n"), "Print the environment and command; run nothing.",
-            kind="flag", default=False),
+        Opt("dry_run", ("--dry-run", "-n"), "Print the environment and command; run nothing. "
+            "Ends as the launch would: 1 on critical drift, 3 where SGLang's environment "
+            "lacks something or the L3 preflight refuses, else 0.", kind="flag",
+            default=False),
         Opt("stats_dir", ("--stats-dir",), "Directory where each server process writes the "
             "cache plugin's counters (xputune-stats-<pid>.json).", kind="path",
             metavar="DIR"),
@@ -101,7 +106,10 @@ def run_launch(
     the ones written (0.5.20 to 0.5.23 are known; an untested release is asked for its own
     parser's options), and xputune's plugin (entry point group sglang.srt.plugins), which
     must load there and be this xputune's version. What is missing is one line with its fix
-    and exit status 3, --force or not; a dry run says it and prints the command anyway.
+    and exit status 3, --force or not. A dry run says each refusal as a line of its own
+    ("would refuse: ...", with its fix), prints the command anyway, and ends with the status
+    the launch would: 3 for what SGLang's environment lacks, else 1 for critical drift, else
+    3 for an L3 tier that cannot work here; 0 when it would launch.
     --disaggregation-ib-device is added, one RDMA device per rank, on a prefill or decode
     server (--disaggregation-mode in ARGS) only: SGLang reads it nowhere else.
 
@@ -141,7 +149,7 @@ def run_launch(
     from xputune.cli.requests import plan_request
     from xputune.launch import policy, preflight
     from xputune.launch.cpu import is_cpu_device
-    from xputune.launch.sglang import LaunchError, execute, user_value
+    from xputune.launch.sglang import execute, user_value
     from xputune.plan.host_plan import RefusedTpError
     from xputune.plan.models import resolve_model
     from xputune.topology.discover import discover
@@ -176,26 +184,20 @@ def run_launch(
             launch = policy.prepare(view, topo, request, sglang)
     except RefusedTpError as exc:
         raise RefusedTpError(f"{exc} (--force launches it anyway)") from None
-    if launch.blockers and not dry_run:
-        error = LaunchError("; ".join(launch.blockers))
-        error.exit_code = exits.UNSUPPORTED
-        raise error
-    launch.notes += [f"would refuse: {b}" for b in launch.blockers]  # a dry run: say them
-    refusal = "; ".join(launch.refusals)
+    refusals = list(launch.refusals)
     if launch.drifting:
         from xputune.cli.suggest import same_host, suggested
 
         profiled = ["--profile", profile] if profile else []
         fix = suggested(["apply", *profiled], view, root, mark="`")
         see = shlex.join(["xputune", "check", *profiled]) + same_host(root, example)
-        refusal += f": run {fix} (see `{see}`)"
-    if refusal:
-        refusal += ", or pass --force"
-        if not dry_run:
-            error = LaunchError(refusal)
-            error.exit_code = exits.DIFFERENCE if launch.drifting else exits.UNSUPPORTED
-            raise error
-        launch.notes.append(f"would refuse: {refusal}")
+        refusals[0] += f": run {fix} (see `{see}`)"
+    refusals = [f"{r}, or pass --force" for r in refusals]
+    status = refusal_status(launch)
+    if status is not None and not dry_run:
+        refuse(launch.blockers or refusals, status)
+    # a dry run says each reason on its line, with its fix, and ends as the launch would
+    launch.notes += [f"would refuse: {line}" for line in (*launch.blockers, *refusals)]
     for line in launch.notes:  # drift lines quote the host's values: data
         sys.stderr.write(printable(line) + "\n")
     if dry_run:
@@ -205,11 +207,42 @@ def run_launch(
             sys.stderr.write("note: would verify where each rank's KV pool lands once the "
                              "server answers\n")  # fmt: skip
         print(shell_command(launch.spec.argv, launch.spec.env, columns()))
-        return None
+        return status
     if verify:
         return launch_verified(launch.spec, verify_timeout, keep)
     execute(launch.spec)
     return None
+
+
+def refusal_status(launch: Launch) -> int | None:
+    """The status a real launch ends with before it runs anything, None when it would run.
+
+    A dry run ends with it too, so `launch --dry-run && launch` tells "would launch" from
+    "would refuse": what SGLang's environment lacks is 3 (checked first, --force or not),
+    critical drift 1 (the exit table's difference: `xputune apply` fixes it), any other
+    refusal (the L3 preflight) 3."""
+    if launch.blockers:
+        return exits.UNSUPPORTED
+    if launch.refusals:
+        return exits.DIFFERENCE if launch.drifting else exits.UNSUPPORTED
+    return None
+
+
+def refuse(reasons: list[str], status: int) -> NoReturn:
+    """Stop a real launch: one reason says itself in the error line; several are said one a
+    line, each with its own fix (a sentence of them ran one reason's fix after another's),
+    and the error line counts them."""
+    from xputune.launch.sglang import LaunchError
+    from xputune.userfiles import printable
+
+    if len(reasons) == 1:
+        error = LaunchError(reasons[0])
+    else:
+        for reason in reasons:
+            sys.stderr.write(printable(f"refused: {reason}") + "\n")
+        error = LaunchError(f"{len(reasons)} reasons refuse the launch, each above with its fix")
+    error.exit_code = status
+    raise error
 
 
 def launch_verified(spec: LaunchSpec, timeout: float, keep_result: bool = True) -> int:

@@ -309,11 +309,14 @@ def _render_l3(out: Any, l3: dict[str, Any]) -> None:
                 usable + ("" if n["fits"] is not False else " (!)"),
             )  # fmt: skip
         print_fitted(out, nodes, keys=1)
+    from xputune.plan.capacity import GB
+    from xputune.plan.l3 import donor_size_text
+
     for d in l3.get("donors", []):
         out.print(
             text(
                 f"donor {d['nic']} ({d['rdma'] or '-'}) on node {d['numa_node']}: "
-                f"{d['segment_gb']:,g} GB"
+                f"{donor_size_text(d['segment_gb'] * GB)}"
             )
         )
         from xputune.cli.output import columns, shell_command

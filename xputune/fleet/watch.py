@@ -54,7 +54,7 @@ from xputune.host import HostView
 from xputune.host.view import clean_tmp_at, write_replace_at
 from xputune.tune import engine, preflight
 from xputune.tune.errors import LockBusy
-from xputune.tune.journal import Journal, rolled_back_at
+from xputune.tune.journal import Journal, rolled_back_at, utc_stamp
 from xputune.tune.knobs.base import DRIFT, Row
 from xputune.tune.lock import StateLock
 from xputune.tune.state import StateDir, open_state_fd, readable_state_dir, state_dir
@@ -202,13 +202,9 @@ class PassResult:
         return LEFT if self.left else HELD
 
 
-def _stamp(when: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
-
-
 def logfmt(event: str, when: float, **fields: object) -> str:
     """One log line: ts=... event=... key=value..., values quoted when they hold spaces."""
-    parts = [f"ts={_stamp(when)}", f"event={event}"]
+    parts = [f"ts={utc_stamp(when)}", f"event={event}"]
     for key, value in fields.items():
         if value is None:
             continue
@@ -411,7 +407,7 @@ class Watcher:
                     reapplies=decision.spent,
                     window=_seconds(self.config.limits.window),
                     delay=_seconds(decision.delay),
-                    until=_stamp(decision.until),
+                    until=utc_stamp(decision.until),
                 )
         if not allowed:
             return set()
@@ -452,7 +448,7 @@ class Watcher:
     def _pause(self, rolled: float | None, reason: str | None = None) -> None:
         if not self._paused:
             self._paused = True
-            why = reason or f"rolled back at {_stamp(rolled or 0.0)}"
+            why = reason or f"rolled back at {utc_stamp(rolled or 0.0)}"
             self.emit(
                 "paused",
                 reason=f"{why}; drift is reported, not re-applied, until the next xputune apply",

@@ -39,7 +39,7 @@ from pathlib import Path
 from xputune.launch.sglang import LaunchError
 from xputune.plan.bindings import make_bindings
 from xputune.plan.capacity import GB
-from xputune.plan.l3 import L3Plan, L3Request, donor_command, plan_decode
+from xputune.plan.l3 import L3Plan, L3Request, donor_command, donor_size_text, plan_decode
 from xputune.topology.model import Topology
 
 CLIENT = "mooncake_client"
@@ -178,7 +178,7 @@ def prepare(
         commands.append(words)
         notes.append(
             f"donor {donor.nic} ({donor.rdma or '-'}) on node {donor.numa_node}: "
-            f"{donor.segment_bytes / GB:,g} GB, port {donor.port}"
+            f"{donor_size_text(donor.segment_bytes)}, port {donor.port}"
         )
     notes += [f"note: {n}" for n in plan.notes]
     notes += [f"warning: {w}" for w in plan.warnings]

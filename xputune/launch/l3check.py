@@ -12,6 +12,8 @@ deep in SGLang's startup log, or worse, serves without L3. These checks run firs
     layer_first to page_first: said, not refused).
 
 Returns (notes, refusals): a refusal stops a real launch; a dry run prints it as "would refuse".
+Each refusal carries its own fix: the launcher says them one a line, and a fix said once after
+several reasons would read as the last one's.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ def _master_reachable(address: str) -> str | None:
         with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT):
             return None
     except OSError as exc:
-        return f"the Mooncake master {address} does not answer ({exc.strerror or exc})"
+        return (
+            f"the Mooncake master {address} does not answer ({exc.strerror or exc}): start "
+            "mooncake_master there, or name the one that runs with --l3-master"
+        )
 
 
 def _mooncake_missing(python: str | None = None, found: bool | None = None) -> str | None:
@@ -71,7 +76,10 @@ def _folder_problem(folder: str) -> str | None:
     if not os.path.isdir(folder):
         return f"the L3 folder {folder} does not exist (create it first)"
     if not os.access(folder, os.W_OK | os.X_OK):
-        return f"the L3 folder {folder} is not writable by this user"
+        return (
+            f"the L3 folder {folder} is not writable by this user: give it write access, or "
+            "name another with --l3-dir"
+        )
     return None
 
 

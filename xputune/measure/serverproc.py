@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -62,17 +63,51 @@ def launcher_argv(
     return [*head, *(["--dry-run"] if dry_run else []), *launch_opts, "--", *sglang_args]
 
 
+_LOG_TAIL = 64 << 10  # bytes of a failed server's log read for its cause and last lines
+_TRACEBACK = "Traceback (most recent call last):"
+#: A line that names an exception (Python's last traceback line, or `python -m`'s own
+#: "Error while finding module specification ... (ModuleNotFoundError: No module named ...)").
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b|\bNo module named\b")
+
+
+def _cause(lines: list[str]) -> int | None:
+    """The index of the line that says why the server died: the end of its last traceback
+    (the first unindented line after "Traceback (most recent call last):", which may come
+    after a log prefix on that line), else the last line that names an exception."""
+    marks = [i for i, line in enumerate(lines) if _TRACEBACK in line]
+    if marks:
+        for i in range(marks[-1] + 1, len(lines)):
+            if lines[i].strip() and not lines[i][:1].isspace():
+                return i
+    for i in range(len(lines) - 1, -1, -1):
+        if _EXCEPTION.search(lines[i]):
+            return i
+    return None
+
+
 def _tail(path: Path, lines: int = 3) -> str:
+    """What a server that did not start said, as ": ..." ("" when its log holds nothing):
+    the cause first and whole, then what it logged after it, cut. SGLang logs lines after
+    the cause (a child's sigquit, warnings), and a cut of the last lines once showed those
+    and lost the cause (`No module named 'sglang'`) past the cut."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
-            fh.seek(max(0, size - 8192))
+            fh.seek(max(0, size - _LOG_TAIL))
             text = fh.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    last = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
-    return printable(" | ".join(last))[:400]
+    all_lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    if size > _LOG_TAIL:
+        all_lines = all_lines[1:]  # the first may be the end of a line cut by the seek
+    at = _cause(all_lines)
+    after = all_lines if at is None else all_lines[at + 1 :]  # what it said after the cause
+    last = printable(" | ".join(ln.strip() for ln in after[-lines:]))
+    last = last if len(last) <= 300 else last[:297] + "..."
+    if at is None:
+        return f": {last}" if last else ""
+    return f": {printable(all_lines[at].strip())}" + (f" (then: {last})" if last else "")
 
 
 def without_hicache(flags: list[str]) -> list[str]:
@@ -121,12 +156,13 @@ def dry_run(launch_opts: list[str], sglang_args: list[str]) -> Command:
     except (OSError, subprocess.SubprocessError) as exc:
         raise LaunchFailed(f"cannot run the launcher: {printable(str(exc))[:200]}") from None
     errors = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    # a dry run that would refuse ends with the launch's status (1 or 3) and says why first
+    refusal = [ln for ln in errors if ln.startswith("would refuse:")]
+    if refusal:
+        raise LaunchFailed(f"the launcher {printable(refusal[0])}")  # would refuse: ..., whole
     if done.returncode != 0:
         last = errors[-1] if errors else f"exit status {done.returncode}"
         raise LaunchFailed(f"the launcher refused: {printable(last)[:300]}")
-    refusal = [ln for ln in errors if ln.startswith("would refuse:")]
-    if refusal:
-        raise LaunchFailed(f"the launcher {printable(refusal[0])[:300]}")  # would refuse: ...
     # the line is shell text, continued with " \\" where it is long (cli/output.shell_command)
     lines = [ln for ln in done.stdout.replace("\\\n", " ").splitlines() if ln.strip()]
     words = shlex.split(lines[-1]) if lines else []
@@ -284,14 +320,14 @@ class Server:
                 how = leader.ended()
                 if how is not None:
                     raise LaunchFailed(
-                        f"the server exited with {how} before it was ready "
-                        f"(log {self.log}): {_tail(self.log)}"
+                        f"the server exited with {how} before it was ready"
+                        f"{_tail(self.log)} (log {self.log})"
                     )
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise LaunchFailed(
-                        f"the server was not ready after {timeout:g} s (log {self.log}): "
-                        f"{_tail(self.log)}"
+                        f"the server was not ready after {timeout:g} s{_tail(self.log)} "
+                        f"(log {self.log})"
                     )
                 try:
                     get_json(self.endpoint, "/server_info", timeout=min(_POLL_TIMEOUT, left))

@@ -637,6 +637,15 @@ def donor_command(plan: L3Plan, donor: Donor) -> list[str]:
     return cmd
 
 
+def donor_size_text(segment_bytes: float) -> str:
+    """A donor's segment in the unit its command line gives it: mooncake_client reads
+    --global_segment_size=NGB as N x 2^30 bytes, so "146.029 GB" beside "136GB" read as two
+    sizes. `segment_bytes` is whole GiB (plan_decode makes it so; a JSON document's rounded
+    segment_gb times 1e9 comes back to it)."""
+    gib = round(segment_bytes / GIB)
+    return f"{gib:,} GiB (--global_segment_size={gib}GB: Mooncake's GB is 2^30 bytes)"
+
+
 def master_command(master: str | None) -> list[str]:
     """mooncake_master listening on the master address's port (one per cluster)."""
     port = parse_address(master)[1] if master else MASTER_PORT

@@ -26,6 +26,8 @@ from xputune.tune.journal import (
     clear_rolled_back,
     mark_rolled_back,
     rolled_back_at,
+    utc_stamp,
+    utc_text,
 )
 from xputune.tune.knobs import KNOBS, Row, TuneContext, Want
 from xputune.tune.lock import StateLock
@@ -342,13 +344,13 @@ def apply(
         stuck = journal.interrupted()
         if stuck is not None:
             raise JournalError(
-                f"an earlier apply (started {stuck.started}, {len(stuck.steps)} step(s) "
+                f"an earlier apply (started {utc_text(stuck.started)}, {len(stuck.steps)} step(s) "
                 f"journaled) did not finish; run `xputune rollback` first"
                 + (f": xputune rollback{_same_root(view)}" if _same_root(view) else "")
                 + " (nothing was changed)"
             )
         if reapply and (when := rolled_back_at(folder)) is not None:
-            return ApplyResult([], False, skipped=f"rolled back at {_stamp(when)}")
+            return ApplyResult([], False, skipped=f"rolled back at {utc_stamp(when)}")
         # the host may have moved while we waited
         changes = plan(ctx, selection, persist_unit, watch_unit, keep)
         run_preflight(ctx, changes)
@@ -364,12 +366,6 @@ def apply(
         restart = (persist.WATCH_UNIT_NAME,) if watch_unit else ()
         result.warnings += persist.reload_systemd(view, restart)
     return result
-
-
-def _stamp(when: float) -> str:
-    import time
-
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
 
 
 @dataclass

@@ -52,6 +52,14 @@ class ApplyFailed(XputuneError):
     exit_code = 8
 
 
+class ApplyDenied(ApplyFailed):
+    """A step was refused for want of permission (not root, a tree this user may not write,
+    kernel lockdown): rolled back as any failed step, but ended with the permission status,
+    since the fix is who runs it, not what it changes."""
+
+    exit_code = 4
+
+
 class RollbackIncomplete(XputuneError):
     """Some originals could not be restored; the journal is kept so rollback can be retried."""
 

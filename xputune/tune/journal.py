@@ -110,8 +110,27 @@ class Transaction:
         return list(command[1:])
 
 
+def utc_stamp(when: float) -> str:
+    """A moment as every command says it: ISO 8601 in UTC with Z (2026-12-05T13:13:01Z).
+
+    One form for the journal, status, rollback and watch: a journal time printed in local
+    time with its offset (+0000, +0800) beside a rollback mark in Z read as two clocks."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+
+
+def utc_text(stamp: str) -> str:
+    """A journaled time in utc_stamp's form. Journals written before it kept local time with
+    its offset (2026-12-05T21:13:01+0800): converted; anything else is shown as it is."""
+    from datetime import datetime
+
+    try:
+        return utc_stamp(datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z").timestamp())
+    except (ValueError, OverflowError, OSError):
+        return stamp
+
+
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return utc_stamp(time.time())
 
 
 class Journal:

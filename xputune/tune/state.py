@@ -109,6 +109,8 @@ def state_dir(view: HostView, create: bool = True) -> StateDir:
                 return StateDir(path, dview, ident)
     except HostError:
         raise
+    except PermissionError:
+        raise cannot_write(view, f"cannot create state directory {path}") from None
     except OSError as exc:
         raise HostError(f"cannot create state directory {path}: {exc.strerror}") from exc
     try:
@@ -116,6 +118,19 @@ def state_dir(view: HostView, create: bool = True) -> StateDir:
     finally:
         os.close(fd)
     return StateDir(path, dview, ident)
+
+
+def cannot_write(view: HostView, what: str) -> PermissionRequired:
+    """The one line for a change this user may not make: the exit table's permission status
+    (4), not a usage error (2) or a failed step (8), since being root, or owning the tree
+    given with --root, is the whole fix."""
+    fix = (
+        "run it as root, e.g. with sudo"
+        if view.live
+        else "this user may not write the tree given with --root; run it as root, or on a "
+        "copy of this user's own (`mkdir box && tar xf RECORDING -C box`)"
+    )
+    return PermissionRequired(f"{what}: permission denied: {fix} (nothing was changed)")
 
 
 def needs_root(path: str) -> PermissionRequired:

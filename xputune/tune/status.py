@@ -21,14 +21,13 @@ journal there is nothing to hold, and status says "no profile applied".
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from xputune.errors import XputuneError
 from xputune.host import HostView
 from xputune.tune import engine, persist, verifystate
-from xputune.tune.journal import Journal, Transaction, rolled_back_at
+from xputune.tune.journal import Journal, Transaction, rolled_back_at, utc_stamp, utc_text
 from xputune.tune.knobs.base import DRIFT, Row
 from xputune.tune.state import StateDir, open_state_fd, readable_state_dir
 from xputune.tune.watchstate import WATCH_LOCK, WatchState
@@ -47,7 +46,7 @@ class Applied:
 
     profile: str
     args: list[str]  # the selection flags (apply's, as the boot unit would pass them)
-    when: str  # when it finished (ISO 8601, local time with offset, as journaled)
+    when: str  # when it finished (ISO 8601 in UTC, Z: journal.utc_stamp)
     version: str  # the xputune that wrote it; "unknown" for journals from before it was kept
     transaction: str
     by: str  # "apply", or "watch" for a watch's re-apply
@@ -59,7 +58,7 @@ class Applied:
         return cls(
             str(txn.profile),
             txn.selection_args() or [],
-            str(txn.finished or txn.started),
+            utc_text(str(txn.finished or txn.started)),
             version,
             str(txn.id),
             str(command[0]),
@@ -197,11 +196,7 @@ def _rolled_back(folder: StateDir, warnings: list[str]) -> str | None:
     except (XputuneError, OSError) as exc:
         warnings.append(f"rollback mark not read: {exc}")
         return None
-    return None if when is None else _stamp(when)
-
-
-def _stamp(when: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+    return None if when is None else utc_stamp(when)
 
 
 def _unit(view: HostView, unit: persist.Unit, warnings: list[str]) -> UnitState:
@@ -293,8 +288,8 @@ def status_document(view: HostView, result: HostStatus) -> dict[str, Any]:
         watch = {
             "running_pid": result.watch_pid,
             "pid": w.pid,
-            "started": _stamp(w.started) if w.started else None,
-            "last_pass": _stamp(w.updated) if w.updated else None,
+            "started": utc_stamp(w.started) if w.started else None,
+            "last_pass": utc_stamp(w.updated) if w.updated else None,
             "passes": w.passes,
             "errors": w.errors,
             "paused": w.paused,
@@ -306,8 +301,8 @@ def status_document(view: HostView, result: HostStatus) -> dict[str, Any]:
             "failures": w.failures,
             "last_apply": None
             if w.last_apply is None
-            else {**asdict(w.last_apply), "time": _stamp(w.last_apply.time)},
-            "backoff": [{**asdict(b), "until": _stamp(b.until)} for b in w.backoff],
+            else {**asdict(w.last_apply), "time": utc_stamp(w.last_apply.time)},
+            "backoff": [{**asdict(b), "until": utc_stamp(b.until)} for b in w.backoff],
         }
     rows = result.rows
     return {

@@ -13,9 +13,15 @@ import os
 import signal
 from dataclasses import dataclass
 
-from xputune.errors import XputuneError
+from xputune.errors import PermissionRequired, XputuneError
 from xputune.host import HostView
-from xputune.tune.errors import ApplyFailed, RollbackIncomplete, UnsupportedBits, VerifyError
+from xputune.tune.errors import (
+    ApplyDenied,
+    ApplyFailed,
+    RollbackIncomplete,
+    UnsupportedBits,
+    VerifyError,
+)
 from xputune.tune.journal import (
     APPLIED,
     IN_PROGRESS,
@@ -116,12 +122,26 @@ def run(
         hint = ""
         if isinstance(exc, UnsupportedBits) and current is not None:
             hint = f" To apply the rest, leave this knob out with --skip {current.knob}."
+        if _denied(exc):
+            why = "run it as root" if view.live else "run it as root, or on a tree this user owns"
+            raise ApplyDenied(
+                f"{what} failed: {exc}. Rolled back {len(results)} change(s); the host is as "
+                f"it was before this apply: {why}"
+            ) from exc
         raise ApplyFailed(
             f"{what} failed: {exc}. Rolled back {len(results)} change(s); "
             f"the host is as it was before this apply.{hint}"
         ) from exc
     journal.finish(txn, APPLIED)
     return txn
+
+
+def _denied(exc: BaseException) -> bool:
+    """The step failed for want of permission: EACCES/EPERM, raw or as the host view's
+    one-line error, or a refusal that says so itself."""
+    return isinstance(exc, PermissionError | PermissionRequired) or isinstance(
+        exc.__cause__, PermissionError
+    )
 
 
 def restore(view: HostView, steps: list[Step]) -> list[Restored]:
