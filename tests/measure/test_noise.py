@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.measure.steps import step
 from xputune.measure import noise
 from xputune.measure.analysis import (
     Paired,
@@ -19,7 +20,6 @@ from xputune.measure.analysis import (
     recompute_fit,
 )
 from xputune.measure.noise import NO_DIFFERENCE, Bootstrap, Interval, interval
-from xputune.measure.replay import ReplayRun
 from xputune.measure.stats import Record, failures, reason, validity
 from xputune.measure.sweep import Size, Step
 from xputune.plan.knee import kneedle
@@ -33,17 +33,8 @@ def _rec(i: int, prompt: int, cached: int, ttft_ms: float, host: int = 0,
 
 
 def _step(label: str, records: list[Record], host_tokens: int = 0) -> Step:
-    from xputune.measure.server import ServerInfo
-
     size = None if label == "baseline" else Size("ratio", float(label[1:]))
-    info = ServerInfo(
-        url="u", version="0.5.20", model_path=None, tp_size=1, page_size=1, device_tokens=100,
-        max_req_input_len=None, radix_cache=True, hicache=size is not None, hicache_ratio=None,
-        hicache_size_gb=0.0, write_policy=None, storage_backend=None, chunked_prefill=None,
-        host_tokens=host_tokens, host_source="ratio", vocab_size=None,
-    )  # fmt: skip
-    run = ReplayRun(records, elapsed=1.0, stop="done", unsent=0, abandoned=0)
-    return Step(label, size, "log", info=info, run=run, start_s=1.0, replay_s=1.0, stop_s=1.0)
+    return step(label, size, records, host_tokens)
 
 
 N = 300

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.measure.fakesglang import write_model
+from tests.measure.steps import step as _step
 from xputune.errors import XputuneError
 from xputune.measure.analysis import fits, knee_and_plateau, net_benefit, recompute_fit
-from xputune.measure.replay import ReplayRun
 from xputune.measure.serverproc import without_hicache
 from xputune.measure.stats import Record
 from xputune.measure.sweep import Size, Step, _plateau, check_args, default_ladder, parse_sizes
@@ -56,19 +56,6 @@ def test_the_baseline_drops_every_hicache_flag() -> None:
 def _rec(i: int, prompt: int, device: int, host: int, ttft_ms: float) -> Record:
     return Record(i, i + 1, prompt, 1, None, 0.0, ttft_ms / 1e3, ttft_ms / 1e3, 1, device,
                   host, 0, 0.0, None)  # fmt: skip
-
-
-def _step(label: str, size: Size | None, records: list[Record], host_tokens: int) -> Step:
-    from xputune.measure.server import ServerInfo
-
-    info = ServerInfo(
-        url="u", version="0.5.20", model_path=None, tp_size=1, page_size=1, device_tokens=100,
-        max_req_input_len=None, radix_cache=True, hicache=size is not None, hicache_ratio=None,
-        hicache_size_gb=0.0, write_policy=None, storage_backend=None, chunked_prefill=None,
-        host_tokens=host_tokens, host_source="ratio", vocab_size=None,
-    )  # fmt: skip
-    run = ReplayRun(records, elapsed=1.0, stop="done", unsent=0, abandoned=0)
-    return Step(label, size, "log", info=info, run=run, start_s=1.0, replay_s=1.0, stop_s=1.0)
 
 
 def test_the_lines_are_fitted_from_the_requests_measured() -> None:
