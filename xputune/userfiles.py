@@ -27,6 +27,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from xputune import trail
 from xputune.errors import XputuneError
 
 if TYPE_CHECKING:  # pathlib costs a probe ~4 ms of start-up (it imports urllib, ipaddress)
@@ -132,6 +133,7 @@ def _open_regular(path: Path, what: str) -> int:
     names (a device's driver never sees an open: /dev/watchdog is not armed, a tape is not
     rewound, a FIFO does not wait), checked with fstat, and only a regular file is opened
     again, through that descriptor (/proc/self/fd), so no rename in between can swap it."""
+    trail.user_file(what, path)
     o_path = getattr(os, "O_PATH", 0)
     try:
         fd = os.open(path, (o_path or _READ) | os.O_CLOEXEC)

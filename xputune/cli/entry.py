@@ -112,7 +112,10 @@ def run(args: Sequence[str]) -> int:
     module, _, name = cmd.runner.partition(":")
     import importlib
 
-    code = getattr(importlib.import_module(module), name)(**values)
+    try:
+        code = getattr(importlib.import_module(module), name)(**values)
+    finally:
+        output.consulted()
     return code if isinstance(code, int) else exits.OK
 
 

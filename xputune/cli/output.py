@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from xputune import trail
 from xputune.errors import XputuneError
 from xputune.userfiles import printable
 
@@ -59,14 +60,12 @@ def set_verbosity(*, quiet: bool = False, verbose: bool = False) -> None:
     if quiet and verbose:
         raise XputuneError("give --quiet or --verbose, not both")
     _verbosity = -1 if quiet else 1 if verbose else 0
+    if verbose:
+        trail.start()
 
 
 def is_quiet() -> bool:
     return _verbosity < 0
-
-
-def is_verbose() -> bool:
-    return _verbosity > 0
 
 
 def note(line: str) -> None:
@@ -75,10 +74,11 @@ def note(line: str) -> None:
         sys.stderr.write(printable(line) + "\n")
 
 
-def detail(line: str) -> None:
-    """What --verbose adds (stderr): files and tools consulted, timings."""
-    if _verbosity > 0:
-        sys.stderr.write(printable(line) + "\n")
+def consulted() -> None:
+    """What --verbose adds, when the command ends (stderr): the host paths, user files and
+    tools it consulted, each tool's time and the whole command's."""
+    for line in trail.report():
+        sys.stderr.write(f"xputune: {printable(line)}\n")
 
 
 def shell_command(

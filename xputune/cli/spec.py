@@ -152,8 +152,9 @@ QUIET = Opt(
     "progress.", kind="flag", default=False,
 )  # fmt: skip
 VERBOSE = Opt(
-    "verbose", ("--verbose", "-v"), "Also print details: every warning in full, the files and "
-    "tools consulted, timings.", kind="flag", default=False,
+    "verbose", ("--verbose", "-v"), "Also print, on stderr when the command ends, the host "
+    "paths, files and tools it consulted, each tool's time and the whole command's; no warning "
+    "list is cut short.", kind="flag", default=False,
 )  # fmt: skip
 #: Options every command takes; the parser sets the output's verbosity from them.
 COMMON = (QUIET, VERBOSE)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from xputune import trail
 from xputune.devices.busid import normalize_bus_id
 from xputune.topology.cards import PREFIX
 from xputune.topology.model import Card, Topology
@@ -123,8 +124,9 @@ def merge_links(topo: Topology, matrix: Matrix, source: str) -> tuple[Topology, 
                 disagree.items(), key=lambda item: (position[item[0][0]], position[item[0][1]])
             )
         ]
-        more = len(shown) - SHOWN_PAIRS
-        listed = ", ".join(shown[:SHOWN_PAIRS]) + (f" and {more} more" if more > 0 else "")
+        cut = len(shown) if trail.active() else SHOWN_PAIRS  # --verbose: every pair
+        more = len(shown) - cut
+        listed = ", ".join(shown[:cut]) + (f" and {more} more" if more > 0 else "")
         warnings.append(
             f"relation matrix: {source} and {PCIE_ONLY} disagree on {len(disagree)} card "
             f"pair(s), PCIe kept: {listed}"

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from itertools import chain, repeat
 
+from xputune import trail
 from xputune.errors import (
     HostError,
     RecordingError,
@@ -127,6 +128,7 @@ class HostView(ABC):
         self.accessed: set[str] = set()
         #: Contents as read, kept only when a recording is being made (see keep_contents).
         self.contents: dict[str, bytes] | None = None
+        trail.host_view(self)
 
     def keep_contents(self) -> None:
         """Remember every file's bytes as read, so a recording holds exactly what was seen."""

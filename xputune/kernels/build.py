@@ -29,10 +29,10 @@ import ctypes
 import os
 import secrets
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from xputune import trail
 from xputune.errors import UnsupportedError, XputuneError
 from xputune.host import usercache
 from xputune.kernels import native
@@ -111,7 +111,7 @@ def build(
     ]
     try:
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            proc = trail.run(cmd, capture_output=True, text=True, check=False)
         except OSError as exc:
             raise UnsupportedError(f"building {name} failed: cannot run {cc}: {exc}") from exc
         if proc.returncode != 0:

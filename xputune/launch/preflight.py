@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from xputune import trail
 from xputune.launch.releases import NEWEST, RELEASES, SUPPORTED_RANGE, Release, from_parser
 from xputune.launch.releases import outside_range as _outside_range
 from xputune.launch.sglang import LaunchError
@@ -151,6 +152,8 @@ class Pending:
             assert self._proc is not None
             proc, self._proc = self._proc, None
             doc, error = _collect(proc, self._started + PROBE_DEADLINE)
+            ended = error or f"exit {proc.returncode}"
+            trail.tool([self.python, "-c", "PREFLIGHT"], time.monotonic() - self._started, ended)
             self._answer = _installed(self.python, doc, error)
         return self._answer
 

@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xputune import trail
 from xputune.errors import XputuneError
 from xputune.measure.client import Endpoint, ServerError, get_json
 from xputune.userfiles import printable
@@ -152,7 +153,7 @@ def dry_run(launch_opts: list[str], sglang_args: list[str]) -> Command:
     """
     argv = launcher_argv(launch_opts, sglang_args, dry_run=True)
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        done = trail.run(argv, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         raise LaunchFailed(f"cannot run the launcher: {printable(str(exc))[:200]}") from None
     errors = [ln for ln in done.stderr.splitlines() if ln.strip()]

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xputune import trail
 from xputune.errors import XputuneError
 from xputune.measure import l3store
 from xputune.measure.client import Endpoint
@@ -169,7 +170,7 @@ def default_ladder(launch_opts: list[str], sglang_args: list[str]) -> list[Size]
         if value:
             argv += [name, value]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        done = trail.run(argv, capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         raise XputuneError(
             f"no ladder: cannot run `xputune plan` ({printable(str(exc))[:200]}): give --sizes"

@@ -25,12 +25,12 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from xputune import trail
 from xputune.errors import HostError
 from xputune.host import HostView
 from xputune.host.view import DirView, clean_tmp_at
@@ -622,7 +622,7 @@ def _systemctl(*args: str) -> str | None:
     systemctl = shutil.which("systemctl")
     if systemctl is None:
         return f"systemctl not found: could not run systemctl {' '.join(args)}"
-    done = subprocess.run([systemctl, *args], capture_output=True, text=True, check=False)
+    done = trail.run([systemctl, *args], capture_output=True, text=True, check=False)
     if done.returncode:
         return f"systemctl {' '.join(args)} failed: {done.stderr.strip()}"
     return None

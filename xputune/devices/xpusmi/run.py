@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 
+from xputune import trail
 from xputune.devices.xpusmi import parse
 from xputune.devices.xpusmi.model import SmiError, SmiReport
 
@@ -39,7 +40,7 @@ def run_bytes(tool: str, args: tuple[str, ...], timeout: float) -> bytes:
     Any vendor tool (xpu-smi, nvidia-smi): `record` saves their outputs this way.
     """
     try:
-        done = subprocess.run(
+        done = trail.run(
             [tool, *args],
             capture_output=True,
             timeout=timeout,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
+from xputune import trail
 from xputune.devices.busid import normalize_bus_id
 from xputune.devices.xpusmi.model import SmiParseError
 
@@ -34,7 +35,7 @@ class Notes:
         self.dropped = 0
 
     def add(self, message: str) -> None:
-        if len(self.items) < MAX_WARNINGS:
+        if len(self.items) < MAX_WARNINGS or trail.active():  # --verbose: every warning
             self.items.append(message)
         else:
             self.dropped += 1

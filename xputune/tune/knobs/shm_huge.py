@@ -11,9 +11,9 @@ twice, and the last mount listed is the visible one).
 from __future__ import annotations
 
 import shutil
-import subprocess
 from typing import Any
 
+from xputune import trail
 from xputune.errors import HostDataError, HostError, UnsupportedError
 from xputune.host import HostView
 from xputune.host.values import Mount, find_mount
@@ -47,7 +47,7 @@ def live_remount(mount_point: str, option: str) -> None:
     mount = shutil.which("mount")
     if mount is None:
         raise HostError("the mount command is not installed; cannot remount " + mount_point)
-    done = subprocess.run(
+    done = trail.run(
         [mount, "-o", f"remount,{option}", mount_point],
         capture_output=True,
         text=True,
