@@ -202,3 +202,11 @@ def test_every_status_a_command_or_an_error_ends_with_is_in_the_table() -> None:
 
     codes = {cls.exit_code for cls in subclasses(XputuneError)}
     assert codes <= set(exits.MEANINGS)
+
+
+def test_probe_names_a_shipped_example_in_its_header(run_cli, monkeypatch) -> None:
+    """Not its path inside the installed package, which an 80-column header cut mid-word."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli("probe", "--example", "h3c-hygon-p800")
+    assert code == 0 and out.startswith("Host example h3c-hygon-p800: HygonGenuine ")
+    assert "examples/" not in out.split("Relations", 1)[0]

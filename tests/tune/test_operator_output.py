@@ -71,3 +71,42 @@ def test_status_says_what_the_watch_did_in_words(run_cli, seedbox: str) -> None:
     assert "(2 pass(es), 0 with errors), holding hygon-p800 (the last apply's)" in " ".join(
         out.split()
     ), out
+
+
+def test_check_puts_each_fix_command_alone_within_80_columns(run_cli, seedbox: str) -> None:
+    code, out, _ = run_cli("check", "--profile", "hygon-p800", "--root", seedbox)
+    assert code == 1
+    lines = out.splitlines()
+    assert max(len(ln) for ln in lines if seedbox not in ln) <= 80
+    fixes = lines[lines.index("how to fix:") + 1 : -3]
+    places, commands = fixes[0::2], fixes[1::2]
+    assert len(places) == len(commands) == 27
+    assert "  0000:e0:03.1 root port (xpu6, xpu7):" in places
+    ido = [c for c in commands if c.startswith("    setpci -s ")]
+    assert len(ido) == 24 and all(c.endswith(" CAP_EXP+28.w=0300:0300") for c in ido)
+    assert "    sysctl -w kernel.numa_balancing=0" in commands
+    assert lines[-3:] == [
+        "27 of 29 settings drift; fix them all with:",
+        "  xputune apply --profile hygon-p800 --root \\",  # a path too long to stay beside it
+        f"    {seedbox}",
+    ]
+
+
+def test_check_drift_is_a_line_a_setting_that_does_not_hold(run_cli, seedbox: str) -> None:
+    whole = run_cli("check", "--profile", "hygon-p800", "--root", seedbox, "-f", "json")
+    code, out, _ = run_cli("check", "--profile", "hygon-p800", "--root", seedbox, "--drift")
+    assert code == whole[0] == 1
+    lines = out.splitlines()
+    assert max(len(ln) for ln in lines if seedbox not in ln) <= 80
+    drifting = [ln for ln in lines if ln.startswith("  ") and ": " in ln and "xputune" not in ln]
+    assert len(drifting) == 27  # 29 settings, 2 hold: those are not listed
+    assert "  numa.balancing  /proc/sys/kernel/numa_balancing: on, expected off" in lines
+    assert "critical (26):" in lines and "warn (1):" in lines
+    assert "thp.enabled" not in out and "how to fix" not in out
+    json_too = run_cli(
+        "check", "--profile", "hygon-p800", "--root", seedbox, "--drift", "-f", "json"
+    )
+    assert json_too == whole  # --drift shapes the table only
+    run_cli("apply", "--profile", "hygon-p800", "--root", seedbox, "-q")
+    code, out, _ = run_cli("check", "--profile", "hygon-p800", "--root", seedbox, "--drift")
+    assert code == 0 and out.splitlines()[1:] == ["all 29 settings hold"]

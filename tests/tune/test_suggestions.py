@@ -29,7 +29,6 @@ from tests.conftest import host_tree
 pytestmark = pytest.mark.skipif(shutil.which("tar") is None, reason="needs the tar binary")
 
 BIN = Path(sys.executable).parent
-COPY = re.compile(r"here, on a copy: `?(.+?)`?(?: \(see .*)?$", re.M)
 
 
 def follow(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -45,32 +44,33 @@ def follow(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def last_line(text: str) -> str:
-    return " ".join(text.strip().splitlines()[-1].split()) if text.strip() else ""
-
-
 @pytest.fixture
 def wide(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "1000")  # the suggestion on one line, as printed
 
 
 def check_then_follow(run_cli, cwd: Path, *where: str) -> tuple[Path, str]:
-    """check on a recording, run its 'on a copy' line in `cwd`: the copy's folder, and what
-    the apply in that line printed."""
+    """check on a recording at 80 columns, paste its 'on a copy' lines (continued with ` \\`)
+    into a shell in `cwd`: the copy's folder, and what the apply in them printed."""
     code, out, _ = run_cli("check", "--profile", "hygon-p800", *where)
     assert code == 1
-    line = last_line(out)
-    assert "fix them all with: xputune apply --profile hygon-p800 on the host it was " in line
-    (command,) = COPY.findall(line)
+    # 80 columns, unless a single word (the test's own long temporary path) is longer
+    assert all(len(ln) <= 80 or len(max(ln.split(), key=len)) > 50 for ln in out.splitlines())
+    fix = out.split("fix them all with:\n", 1)[1]
+    assert fix.startswith("  xputune apply --profile hygon-p800\non the host it was recorded on;")
+    pasted = fix.split("here, on a copy:\n", 1)[1]
+    lines = pasted.splitlines()
+    assert all(line.endswith(" \\") for line in lines[:-1]) and len(lines) > 1
+    command = " ".join(pasted.replace(" \\\n", " ").split())
     assert (
         command.startswith("mkdir ") and " && xputune apply --profile hygon-p800 --root " in command
     )
-    done = follow(command, cwd)
+    done = follow(pasted, cwd)
     assert "applied and verified" in done.stdout
     return cwd / command.rsplit("--root ", 1)[1], done.stdout
 
 
-def test_check_on_an_example_suggests_a_copy_that_apply_fixes(run_cli, tmp_path, wide) -> None:
+def test_check_on_an_example_suggests_a_copy_that_apply_fixes(run_cli, tmp_path) -> None:
     folder, _ = check_then_follow(run_cli, tmp_path, "--example", "h3c-hygon-p800")
     journal = folder / "h3c-hygon-p800" / "var" / "lib" / "xputune" / "journal.json"
     assert journal.is_file()  # the copy's top folder is the host that changed
@@ -78,7 +78,7 @@ def test_check_on_an_example_suggests_a_copy_that_apply_fixes(run_cli, tmp_path,
     assert code == 0 and "all 29 settings hold" in out
 
 
-def test_apply_on_the_copy_names_an_undo_that_works(run_cli, tmp_path, wide) -> None:
+def test_apply_on_the_copy_names_an_undo_that_works(run_cli, tmp_path) -> None:
     folder, printed = check_then_follow(run_cli, tmp_path, "--example", "h3c-hygon-p800")
     undo = re.search(r"undo with: (.+)$", printed.strip())
     assert undo and undo[1] == f"xputune rollback --root {folder.name}"
@@ -87,7 +87,7 @@ def test_apply_on_the_copy_names_an_undo_that_works(run_cli, tmp_path, wide) -> 
     assert code == 1  # the originals are back
 
 
-def test_check_on_a_plain_snapshot_file_suggests_a_copy_that_works(run_cli, tmp_path, wide) -> None:
+def test_check_on_a_plain_snapshot_file_suggests_a_copy_that_works(run_cli, tmp_path) -> None:
     seed = host_tree("h3c-hygon-p800")
     snap = tmp_path / "h3c-hygon-p800.tgz"
     subprocess.run(["tar", "czf", str(snap), "-C", str(seed), "sys", "proc"], check=True)

@@ -7,10 +7,18 @@ from typing import TYPE_CHECKING, Any
 
 from xputune.cli import exits
 from xputune.cli.options import EXAMPLE, FORMAT, PROFILE, ROOT
-from xputune.cli.output import Format, add_row, console, emit_data, print_fitted, text
+from xputune.cli.output import (
+    Format,
+    add_row,
+    console,
+    emit_data,
+    print_fitted,
+    shell_command,
+    text,
+)
 from xputune.cli.spec import Command, Opt
 from xputune.cli.suggest import same_host as same_host
-from xputune.cli.suggest import suggested
+from xputune.cli.suggest import suggestion
 from xputune.host import open_host
 
 if TYPE_CHECKING:
@@ -30,10 +38,15 @@ SKIP = Opt(
     "skip", ("--skip",), "Leave this knob alone (repeatable), e.g. --skip shm.huge.",
     kind="name", multiple=True, metavar="KNOB", complete="complete_knobs",
 )  # fmt: skip
+DRIFT = Opt(
+    "drift", ("--drift",), "Show only the settings that do not hold, one line each (what "
+    "`tuned-adm verify` prints), and the command that fixes them all; the exit status and "
+    "--format json|yaml are unchanged.", kind="flag", default=False,
+)  # fmt: skip
 CHECK = Command(
     ("check",),
     "xputune.cli.check_run:run_check",
-    (PROFILE, ONLY, SKIP, ROOT, EXAMPLE, FORMAT),
+    (PROFILE, ONLY, SKIP, DRIFT, ROOT, EXAMPLE, FORMAT),
     exits=(exits.DIFFERENCE, exits.PERMISSION),
 )
 
@@ -118,14 +131,52 @@ def print_rows(out: Console, rows: list[Row]) -> None:
 
 
 def print_fixes(out: Console, rows: list[Row]) -> None:
-    """Fixes below the table, one unwrapped line each, so they can be copied and run."""
+    """Fixes below the table: each place on its line, its command alone on the next, never
+    wrapped, so it can be copied and run (and an 80-column terminal keeps it whole)."""
     fixes = [r for r in rows if not r.holds and (r.fix or r.note)]
     if not fixes:
         return
     out.print("how to fix:", style="bold")
     for r in fixes:
-        note = f"  ({r.note})" if r.note else ""
-        out.print(text(f"  {r.target}: {r.fix}{note}"), soft_wrap=True)
+        note = f" ({r.note})" if r.note else ""
+        out.print(text(f"  {r.target}:{note}"))
+        if r.fix:
+            out.print(text(f"    {r.fix}"), soft_wrap=True)
+
+
+def print_drift(out: Console, rows: list[Row]) -> None:
+    """What does not hold, a line each (knob, place, what it is and should be), under its
+    severity; a setting that could not be read says so."""
+    for severity in dict.fromkeys(r.severity for r in rows if not r.holds):
+        off = [r for r in rows if not r.holds and r.severity == severity]
+        out.print(f"{severity} ({len(off)}):", style="bold")
+        for row in off:
+            verdict = "" if row.verdict == "drift" else f" ({row.verdict})"
+            out.print(
+                text(f"  {row.knob}  {row.target}: ").append(text(row.actual))
+                .append(", expected ").append(text(row.expected))
+                .append(text(verdict, VERDICT_STYLE.get(row.verdict, "")))
+            )  # fmt: skip
+
+
+def print_fix_all(out: Console, words: list[str], view: HostView, root: str | None) -> None:
+    """The command that fixes every drift, on a line of its own; for a recording, the same for
+    the host it was made on and the lines that run it here on a copy, each long one continued
+    with ` \\` so that it pastes as one command."""
+    import shlex
+
+    def lines(shell: str) -> None:
+        for line in shell.splitlines():
+            out.print(text(f"  {line}"), soft_wrap=True)
+
+    command, on_copy = suggestion(words, view, root)
+    lines(shell_command(shlex.split(command), width=max(40, out.width - 2)))
+    if on_copy is None:
+        return
+    out.print("on the host it was recorded on; here, on a copy:")
+    width = max(40, out.width - 5)  # "  && " before a step
+    steps = [shell_command(shlex.split(step), width=width) for step in on_copy.split(" && ")]
+    lines(" \\\n&& ".join(steps))
 
 
 def run_check(
@@ -134,6 +185,7 @@ def run_check(
     skip: list[str] | None,
     root: str | None,
     example: str | None,
+    drift: bool,
     fmt: Format,
 ) -> int:
     """Compare the host with a profile: one row per setting, with the fix for each drift.
@@ -145,7 +197,13 @@ def run_check(
 
     Exit status 0 when every setting holds, 1 on any drift (or unknown / unsupported).
 
-    Example: xputune check --profile hygon-p800
+    --drift prints only what does not hold, a line each, as `tuned-adm verify` does.
+
+    Examples:
+
+        xputune check --profile hygon-p800
+        xputune check --drift
+        xputune check --example h3c-hygon-p800 --format json
     """
     from xputune.tune import engine
 
@@ -157,20 +215,15 @@ def run_check(
         return 0 if ok else 1
     out = console()
     out.print(text(profile_line(selection)))
-    print_rows(out, rows)
-    print_fixes(out, rows)
+    if drift:
+        print_drift(out, rows)
+    else:
+        print_rows(out, rows)
+        print_fixes(out, rows)
     held = sum(r.holds for r in rows)
     if ok:
         out.print(f"[green]all {len(rows)} settings hold[/green]")
         return 0
-    from rich.text import Text
-
-    fix = suggested(["apply", *selection.persist_args()], view, root)
-    out.print(
-        Text.assemble(
-            (f"{len(rows) - held} of {len(rows)} settings drift", "red"),
-            text(f"; fix them all with: {fix}"),
-        ),
-        soft_wrap=True,
-    )
+    out.print(text(f"{len(rows) - held} of {len(rows)} settings drift; fix them all with:", "red"))
+    print_fix_all(out, ["apply", *selection.persist_args()], view, root)
     return 1

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xputune.cli.output import ID, TEXT, add_row, fit, new_table, print_fitted, text, text_lines
+from xputune.host.open import source_name
 from xputune.host.values import format_cpulist
 from xputune.topology.model import RELATION_HELP, Ordering, Topology
 from xputune.topology.serialize import PCIE_ONLY
@@ -39,7 +40,7 @@ def summary(topo: Topology) -> Text:
     families = sorted({c.model for c in topo.cards})
     return Text.assemble(
         ("Host ", "bold"),
-        text(f"{topo.source}: {topo.cpu.vendor} {topo.cpu.model_name}, "),
+        text(f"{source_name(topo.source)}: {topo.cpu.vendor} {topo.cpu.model_name}, "),
         f"{len(topo.cpu.packages) or 'unknown'} package(s), {topo.cpu.logical_cpus} CPUs, ",
         f"{len(topo.numa_nodes)} NUMA node(s), {total / GIB:,.0f} GiB; ",
         text(f"{len(topo.cards)} card(s) {', '.join(families)}; {len(topo.nics)} NIC(s); "),

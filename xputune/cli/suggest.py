@@ -23,23 +23,25 @@ def same_host(root: str | None, example: str | None) -> str:
     )
 
 
-def suggested(words: list[str], view: HostView, root: str | None, mark: str = "") -> str:
-    """`xputune WORDS`, a command that changes the host, worded to work when followed.
-
-    The live host: the command. A folder (--root DIR): the command with --root DIR. A
-    recording (--example NAME, --root FILE) is read-only: the command is for the host it was
-    recorded on, and the line that runs it here first makes a copy (TarView.copy_command),
-    which --root then reads. `mark` goes around each command (a backquote inside a sentence).
-    """
+def suggestion(words: list[str], view: HostView, root: str | None) -> tuple[str, str | None]:
+    """`xputune WORDS`, a command that changes the host, as (the command, None) or, for a
+    read-only recording, (the command for the host it was recorded on, the line that runs it
+    here on a copy first: TarView.copy_command). A folder (--root DIR) gets --root DIR."""
     from xputune.host.view import TarView
 
     command = shlex.join(["xputune", *words])
     if isinstance(view, TarView):
         make, folder = view.copy_command()
-        return (
-            f"{mark}{command}{mark} on the host it was recorded on; here, on a copy: "
-            f"{mark}{make} && {command} --root {folder}{mark}"
-        )
+        return command, f"{make} && {command} --root {folder}"
     if view.live or not root:
+        return command, None
+    return f"{command} --root {shlex.quote(root)}", None
+
+
+def suggested(words: list[str], view: HostView, root: str | None, mark: str = "") -> str:
+    """suggestion() as one sentence; `mark` goes around each command (a backquote)."""
+    command, on_copy = suggestion(words, view, root)
+    if on_copy is None:
         return f"{mark}{command}{mark}"
-    return f"{mark}{command} --root {shlex.quote(root)}{mark}"
+    here = f"here, on a copy: {mark}{on_copy}{mark}"
+    return f"{mark}{command}{mark} on the host it was recorded on; {here}"

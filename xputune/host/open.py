@@ -31,6 +31,15 @@ def example_path(name: str) -> str:
     return path
 
 
+def source_name(label: str) -> str:
+    """How a header names a host's source: a shipped recording by its example name (its path
+    inside an installed package is long and says nothing), anything else as given."""
+    folder, name = os.path.split(label)
+    if folder == EXAMPLES_DIR and name.endswith(EXAMPLE_SUFFIX):
+        return f"example {name[: -len(EXAMPLE_SUFFIX)]}"
+    return label
+
+
 def open_host(root: str | None = None, example: str | None = None) -> HostView:
     """The live host when neither is given; a directory or tarball for --root; an example.
 
