@@ -9,20 +9,15 @@ prints the account once, on stderr, when the command ends (report()).
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
 
-
-class _Viewed(Protocol):
-    label: str
-    accessed: set[str]
-
+# The host view imports this, so every probe does: no typing, and subprocess only once a tool
+# is run (tests/cli/test_probe_imports.py).
 
 _on = False
 _started = 0.0
-_views: list[_Viewed] = []
+_views: list = []  # the host views opened (each has .label and .accessed)
 _files: list[tuple[str, str]] = []  # (what the command called it, the path as given)
 _tools: list[tuple[str, float, str]] = []  # (command line, seconds, how it ended)
 
@@ -40,11 +35,17 @@ def start() -> None:
     _tools.clear()
 
 
+def stop() -> None:
+    """Keep nothing from now on (each command line sets its own verbosity)."""
+    global _on
+    _on = False
+
+
 def active() -> bool:
     return _on
 
 
-def host_view(view: _Viewed) -> None:
+def host_view(view: object) -> None:
     """A host view was opened: the paths it read are listed at the end."""
     if _on:
         _views.append(view)
@@ -62,8 +63,10 @@ def tool(argv: Sequence[object], seconds: float, ended: str) -> None:
         _tools.append((" ".join(str(a) for a in argv), seconds, ended))
 
 
-def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+def run(argv: Sequence, **kwargs: object):  # -> subprocess.CompletedProcess
     """subprocess.run, recorded as a tool consulted (its time and exit status)."""
+    import subprocess
+
     began = time.monotonic()
     try:
         done = subprocess.run(argv, **kwargs)

@@ -19,9 +19,8 @@ import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any
 from unittest import mock
 
 from tests.cli.cage import Cage, Caged, FuzzTimeout
@@ -218,17 +217,48 @@ def valid(place: Place, command: tuple[str, ...], name: str) -> list[str]:
     return table.get(name, [])
 
 
-def _kind(param: Any) -> type:
-    ann = param.type_descriptor.annotation
-    return ann.__args__[0] if get_origin(ann) is list else ann
+@dataclass(frozen=True)
+class Param:
+    """One option or argument of a command's table (cli/spec.py), as the fuzz draws it."""
+
+    name: str  # the runner's keyword
+    opts: tuple[str, ...]  # its spellings; an argument's is its name
+    secondary_opts: tuple[str, ...]  # a flag's "off" spelling
+    option: bool
+    is_flag: bool
+    kind: type  # int, float or str (a choice: str, with its choices)
+    choices: tuple[str, ...]
+    min: float | None
+    max: float | None
+    metavar: str
+    required: bool
+    nargs: int  # -1: an argument that takes every remaining word
+
+    @classmethod
+    def of(cls, item: Any) -> Param:
+        kind = {"int": int, "float": float, "flag": bool}.get(item.kind, str)
+        if hasattr(item, "names"):  # an option
+            return cls(
+                item.dest, item.names, (item.negative,) if item.negative else (), True,
+                item.flag, kind, item.choices, item.min, item.max, item.placeholder(),
+                item.required, 1,
+            )  # fmt: skip
+        return cls(
+            item.dest, (item.dest,), (), False, False, kind, (), None, None, item.metavar,
+            item.required, -1 if item.multiple else 1,
+        )  # fmt: skip
+
+
+def _kind(param: Param) -> type:
+    return param.kind
 
 
 def _value(rng: random.Random, place: Place, command: tuple[str, ...], param: Any) -> str:
     kind = _kind(param)
     key = param.opts[0] if param.opts[0].startswith("-") else param.name
     good = valid(place, command, key)
-    if isinstance(kind, type) and issubclass(kind, Enum):
-        good = good or [str(m.value) for m in kind]
+    if param.choices:
+        good = good or list(param.choices)
     elif kind is int:
         good = good or [str(param.min or 1)]
     elif kind is float:
@@ -242,7 +272,7 @@ def _value(rng: random.Random, place: Place, command: tuple[str, ...], param: An
         return rng.choice(INT_NOISE)
     if kind is float:
         return rng.choice(FLOAT_NOISE)
-    if isinstance(kind, type) and issubclass(kind, Enum):
+    if param.choices:
         return rng.choice([g.upper() for g in good] + TEXT_NOISE)
     if roll < 0.75:
         return rng.choice(place.paths)
@@ -253,8 +283,8 @@ def draw_argv(
     rng: random.Random, place: Place, words: tuple[str, ...], params: list[Any]
 ) -> list[str]:
     """One call of command `words`: mostly sensible, often hostile."""
-    options = [p for p in params if type(p).__name__ == "TyperOption"]
-    arguments = [p for p in params if type(p).__name__ == "TyperArgument"]
+    options = [p for p in params if p.option]
+    arguments = [p for p in params if not p.option]
     args: list[str] = []
     chosen = rng.sample(options, k=min(len(options), rng.randint(0, 5)))
     if chosen and rng.random() < 0.15:
@@ -292,23 +322,14 @@ def draw_argv(
     return [*words, *args]
 
 
-def commands() -> list[tuple[tuple[str, ...], list[Any]]]:
-    """Every runnable command of the full application: (its words, its click parameters)."""
-    import typer.main
+def commands() -> list[tuple[tuple[str, ...], list[Param]]]:
+    """Every command: (its words, its options and arguments, as their tables declare them)."""
+    from xputune.cli import registry
 
-    from xputune.cli.helpgen import application
-
-    found: list[tuple[tuple[str, ...], list[Any]]] = []
-
-    def walk(cmd: Any, words: tuple[str, ...]) -> None:
-        subs = getattr(cmd, "commands", None)
-        if subs is None:
-            found.append((words, list(cmd.params)))
-            return
-        for name, sub in sorted(subs.items()):
-            walk(sub, (*words, name))
-
-    walk(typer.main.get_command(application()), ())
+    found = []
+    for words in registry.COMMANDS:
+        cmd = registry.load(words)
+        found.append((words, [Param.of(item) for item in (*cmd.all_options, *cmd.args)]))
     return found
 
 

@@ -71,12 +71,12 @@ def test_numbers_out_of_range_are_one_usage_line(item, tmp_path: Path) -> None:
 
 
 def _declared(words: tuple[str, ...], param: Any) -> Any:
-    """The table's entry (cli/spec.Opt or Arg) behind one of typer's parameters."""
+    """The table's entry (cli/spec.Opt or Arg) behind one of the fuzz's parameters."""
     cmd = registry.load(words)
     for item in (*cmd.all_options, *cmd.args):
         if item.dest == param.name:
             return item
-    raise AssertionError(f"{words} {param.name} is in typer's view but not in the table")
+    raise AssertionError(f"{words} {param.name} is in the fuzz's view but not in the table")
 
 
 def test_a_path_or_name_option_is_exactly_one_that_refuses_empty() -> None:

@@ -1,5 +1,5 @@
-"""The operator's experience: layouts that fit, one error voice, completion of
-values, recordings that read back, man pages that install, progress that stays quiet."""
+"""The operator's experience: layouts that fit, one error voice, recordings that read back,
+man pages that install, progress that stays quiet."""
 
 from __future__ import annotations
 
@@ -198,40 +198,7 @@ def test_record_refuses_a_missing_folder(run_cli, tmp_path: Path) -> None:
     assert code == 2 and "no such directory" in err
 
 
-# --- completion, man pages ---------------------------------------------------------------------
-
-
-def _complete(words: str) -> list[str]:
-    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    done = subprocess.run(
-        [sys.executable, "-m", "xputune"],
-        capture_output=True,
-        text=True,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "_XPUTUNE_COMPLETE": "complete_bash",
-            "COMP_WORDS": words,
-            "COMP_CWORD": str(cword),
-        },
-        check=False,
-    )
-    return done.stdout.split()
-
-
-def test_completion_of_values() -> None:
-    if not (ROOT / "xputune" / "__main__.py").exists():
-        pytest.skip("no python -m xputune")
-    assert _complete("xputune probe --example ") == ["h3c-hygon-p800", "nvidia-hgx-h100"]
-    assert _complete("xputune plan --example nv") == ["nvidia-hgx-h100"]
-    assert _complete("xputune check --format y") == ["yaml"]
-    assert "kernels-plan" in _complete("xputune schema k")
-    assert _complete("xputune plan --model glm") == ["glm-5"]
-    assert _complete("xputune launch sglang --strategy ") == ["local", "all-nodes", "shared"]
-    assert "hygon-p800" in _complete("xputune check --profile h")
-    assert _complete("xputune apply --only pcie.") == ["pcie.ido"]
-    assert "thp.enabled" in _complete("xputune check --skip thp")
-    assert "hygon-p800" in _complete("xputune launch sglang --profile ")
+# --- man pages ---------------------------------------------------------------------
 
 
 def test_man_pages_ship_in_the_wheel_data() -> None:

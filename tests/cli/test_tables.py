@@ -1,5 +1,6 @@
 """Each option declared once: the command tables (cli/spec.py) are what the parser runs, what
---help shows and what typer completes; and the tables match their runners exactly."""
+--help and the man pages show and what completion offers; and the tables match their runners
+exactly."""
 
 from __future__ import annotations
 
@@ -8,12 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
-import typer.main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xputune.cli import environment, exits, helptext, registry
-from xputune.cli.helpgen import application
 from xputune.cli.parse import UsageError, parse
 from xputune.cli.spec import Command, Opt
 from xputune.errors import XputuneError
@@ -42,25 +41,6 @@ def test_a_runner_takes_exactly_its_table(cmd: Command) -> None:
 def test_the_registry_holds_every_command_once_and_its_words() -> None:
     assert [c.words for c in COMMANDS] == list(registry.COMMANDS)
     assert {w[0] for w in registry.COMMANDS if len(w) == 2} == set(registry.GROUPS)
-
-
-@pytest.mark.parametrize("cmd", COMMANDS, ids=IDS)
-def test_typer_sees_exactly_the_table(cmd: Command) -> None:
-    group = typer.main.get_command(application())
-    for word in cmd.words:
-        group = group.commands[word]  # type: ignore[attr-defined]
-    seen = {
-        p.name: (tuple(sorted(p.opts)), tuple(p.secondary_opts), p.help)
-        for p in group.params
-        if p.param_type_name == "option"
-    }
-    want = {
-        o.dest: (tuple(sorted(o.names)), (o.negative,) if o.negative else (), o.help)
-        for o in cmd.all_options
-    }
-    assert seen == want
-    arguments = [p.name for p in group.params if p.param_type_name == "argument"]
-    assert arguments == [a.dest for a in cmd.args]
 
 
 def _text(opt: Opt) -> st.SearchStrategy[str]:
@@ -182,6 +162,33 @@ def test_examples_are_whole_commands_that_fit_80_columns() -> None:
         for line in doc.splitlines():
             if line.startswith(" ") and line.strip():
                 assert len(line) + helptext.INDENT <= 80, f"{cmd.path}: {line}"
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=IDS)
+def test_an_example_is_never_prose_and_pastes_as_one_command(cmd: Command) -> None:
+    """Prose is rewrapped to the terminal, so a command in it would break across lines with
+    no ` \\` and paste as two: every example is an indented block, each command in it one
+    `xputune` line plus its continuation lines, which bash reads as one command."""
+    import shutil
+    import subprocess
+
+    doc = inspect.getdoc(_runner(cmd)) or ""
+    prose = [ln for ln in doc.splitlines() if ln.strip() and not ln.startswith(" ")]
+    assert not [ln for ln in prose if re.search(r"Examples?:\s*\S", ln)], cmd.path
+    commands: list[list[str]] = []
+    for line in (ln for ln in doc.splitlines() if ln.startswith(" ") and ln.strip()):
+        if commands and commands[-1][-1].endswith(" \\"):
+            commands[-1].append(line.strip())
+        else:
+            commands.append([line.strip()])
+    for lines in commands:
+        if not lines[0].startswith("xputune "):
+            continue  # an indented table or value list, not a command
+        assert not lines[-1].endswith("\\"), lines
+        if shutil.which("bash"):
+            text = "\n".join(lines)
+            done = subprocess.run(["bash", "-n", "-c", text], capture_output=True, text=True)
+            assert done.returncode == 0, (text, done.stderr)
 
 
 def test_every_variable_the_code_reads_is_documented_once() -> None:

@@ -18,8 +18,7 @@ from xputune.devices.xpusmi.values import MAX_WARNINGS, Notes
 @pytest.fixture(autouse=True)
 def _quiet_afterwards():
     yield
-    output.set_verbosity()
-    trail._on = False  # the next test starts with recording off, as a fresh process does
+    output.set_verbosity()  # the next test starts with recording off, as a fresh process does
 
 
 def test_probe_says_what_it_read_and_how_long_it_took(run_cli) -> None:
@@ -71,7 +70,9 @@ def test_a_tool_run_is_listed_with_its_status_and_time() -> None:
     assert ran[1].startswith("ran /nonexistent/xpu-smi -q: ") and "could not start" in ran[1]
 
 
-def test_nothing_is_kept_without_verbose() -> None:
+def test_nothing_is_kept_without_verbose(run_cli) -> None:
+    run_cli("probe", "--example", "h3c-hygon-p800", "-f", "json", "-v")
+    assert run_cli("probe", "--example", "h3c-hygon-p800", "-f", "json")[2] == ""  # in-process
     before = (len(trail._tools), len(trail._files))
     trail.run([sys.executable, "-c", "pass"], check=False)
     trail.user_file("trace", "x.jsonl")

@@ -35,7 +35,9 @@ def host(size: str | None, node: int | None, pin: str, fmt: Format) -> None:
     pages the kernel granted, page-table growth, and whether the pages sit on the expected
     NUMA node (asked with move_pages, not assumed).
 
-    Example: xputune bench host --size 4G --node 1
+    Example:
+
+        xputune bench host --size 4G --node 1
     """
     from xputune.hicache.hostbench import bench_host, parse_size
 

@@ -1,10 +1,10 @@
 """Console-script entry point: find the command, parse it from its table, run it; every error a
 user can make is one line on stderr and an exit status from cli/exits.py.
 
-A command runs through cli/parse.py and its runner, importing only its own module; --help is
-drawn from the same tables by cli/helptext.py, and typer is imported only for shell completion
-(cli/helpgen.py). xputune's own errors (XputuneError) and usage errors read
-the same: `xputune: error: ...` on stderr.
+A command runs through cli/parse.py and its runner, importing only its own module; --help and
+the man pages are drawn from the same tables by cli/helptext.py, the shell completion scripts by
+cli/completion_script.py. xputune's own errors (XputuneError) and usage errors read the same:
+`xputune: error: ...` on stderr.
 """
 
 from __future__ import annotations
@@ -19,42 +19,31 @@ from xputune.errors import XputuneError
 _HELP = ("-h", "--help")
 
 
-def _explain(args: list[str]) -> int:
-    """Let typer answer: shell completion."""
-    import typer
+def _completion(args: list[str]) -> int | None:
+    """--show-completion / --install-completion [SHELL]; None for any other command line.
 
-    from xputune.cli.helpgen import application
+    The scripts answer a TAB by themselves (cli/completion_script.py). A script installed by
+    an older xputune calls back with _XPUTUNE_COMPLETE set: it gets no answer rather than the
+    top help as candidates, and --install-completion replaces it."""
+    if "_XPUTUNE_COMPLETE" in os.environ:
+        return exits.OK
+    if args[:1] not in (["--show-completion"], ["--install-completion"]):
+        return None
+    from xputune.cli import completion_script
+    from xputune.cli.parse import UsageError
 
-    try:
-        code = application()(args=args, prog_name="xputune", standalone_mode=False)
-    except typer.TyperException as exc:  # click's ClickException (typer vendors click)
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            exc.show()
-            return exits.USAGE
-        sys.stderr.write(usage_line(exc))
-        return exc.exit_code
-    except typer.Abort:
-        sys.stderr.write("xputune: error: aborted\n")
-        return exits.INTERRUPTED
-    return code if isinstance(code, int) else exits.OK
-
-
-def usage_line(exc) -> str:
-    """A click exception (from typer's explaining side) as xputune's one line."""
-    message = " ".join(exc.format_message().split()).rstrip(".")
-    if message[:1].isupper() and not message[1:2].isupper():
-        message = message[0].lower() + message[1:]
-    ctx = getattr(exc, "ctx", None)
-    if ctx is not None:
-        message += f" (see '{ctx.command_path} --help')"
-    return f"xputune: error: {message}\n"
-
-
-def _completion(args: list[str]) -> bool:
-    """Shell completion (typer's): the shell asks, or the user installs or shows it."""
-    return "_XPUTUNE_COMPLETE" in os.environ or args[:1] in (
-        ["--install-completion"], ["--show-completion"],
-    )  # fmt: skip
+    if len(args) > 2:
+        raise UsageError(None, f"{args[0]} takes one shell at most, not {' '.join(args[1:])!r}")
+    shell = args[1] if len(args) == 2 else completion_script.current_shell()
+    if shell not in completion_script.SHELLS:
+        shells = ", ".join(completion_script.SHELLS)
+        raise UsageError(None, f"{args[0]}: no completion for shell {shell!r}; give {shells}")
+    if args[0] == "--show-completion":
+        sys.stdout.write(completion_script.script(shell))
+        return exits.OK
+    path, todo = completion_script.install(shell)
+    print(f"{shell} completion written to {path}; {todo}")
+    return exits.OK
 
 
 def _help(args: list[str]) -> str | None:
@@ -128,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"xputune {__version__}")
             return exits.OK
-        if _completion(args):
-            return _explain(args)
+        completed = _completion(args)
+        if completed is not None:
+            return completed
         shown = _help(args)
         if shown is not None:
             sys.stdout.write(shown)

@@ -103,7 +103,7 @@ def _usage(cmd: Command) -> str:
         (a.metavar if a.required else f"[{a.metavar}]") for a in cmd.args
     )  # fmt: skip
     tail = f" -- {cmd.passthrough_metavar}" if cmd.passthrough else ""
-    return f"Usage: {cmd.path} [OPTIONS]{' ' + args if args else ''}{tail}"
+    return f"{cmd.path} [OPTIONS]{' ' + args if args else ''}{tail}"
 
 
 def _doc(cmd: Command) -> str:
@@ -113,22 +113,68 @@ def _doc(cmd: Command) -> str:
     return inspect.getdoc(getattr(importlib.import_module(module), name)) or ""
 
 
-def command_help(cmd: Command) -> str:
-    room = columns()
-    out = [_usage(cmd), "", *_prose(_doc(cmd), room)]
+class Page:
+    """One command's (or group's, or the tool's) help, as data: what --help prints and what its
+    man page says (cli/manpages.py), so the two cannot drift apart."""
+
+    __slots__ = ("doc", "footer", "name", "sections", "usage")
+
+    def __init__(
+        self,
+        name: str,  # "xputune check"
+        usage: str,  # after "Usage: "
+        doc: str,  # the help text: paragraphs, indented examples
+        sections: list[tuple[str, list[tuple[str, str]]]],  # ("Options", [(term, text)])
+        footer: str = "",
+    ) -> None:
+        self.name, self.usage, self.doc, self.sections, self.footer = (
+            name, usage, doc, sections, footer,
+        )  # fmt: skip
+
+    @property
+    def summary(self) -> str:
+        return summary(self.doc)
+
+
+HELP_ROW = ("-h, --help", "Show this help and exit.")
+
+
+def command_page(cmd: Command) -> Page:
+    sections: list[tuple[str, list[tuple[str, str]]]] = []
     if cmd.args:
-        out += ["", "Arguments:"]
-        out += _table([(a.metavar, a.help) for a in cmd.args], room)
-    out += ["", "Options:"]
-    out += _table([(_term(o), _details(o)) for o in cmd.all_options], room)
-    out += _table([("-h, --help", "Show this help and exit.")], room)
-    out += ["", "Exit status:"]
-    out += _table([(str(c), m) for c, m in exits.statuses(cmd.exits)], room)
+        sections.append(("Arguments", [(a.metavar, a.help) for a in cmd.args]))
+    options = [(_term(o), _details(o)) for o in cmd.all_options] + [HELP_ROW]
+    sections.append(("Options", options))
+    sections.append(("Exit status", [(str(c), m) for c, m in exits.statuses(cmd.exits)]))
     variables = environment.for_command(cmd.words)
     if variables:
-        out += ["", "Environment:"]
-        out += _table(variables, room)
+        sections.append(("Environment", list(variables)))
+    return Page(cmd.path, _usage(cmd), _doc(cmd), sections)
+
+
+def group_page(group: str) -> Page:
+    rows = [(w[1], summary_of(registry.load(w))) for w in registry.COMMANDS if w[0] == group]
+    return Page(
+        f"xputune {group}",
+        f"xputune {group} COMMAND [OPTIONS]",
+        registry.GROUPS[group],
+        [("Commands", rows)],
+        f"See 'xputune {group} COMMAND --help' for a command's options.",
+    )
+
+
+def render(page: Page, room: int) -> str:
+    """The page as --help prints it, wrapped for `room` columns."""
+    out = [f"Usage: {page.usage}", "", *_prose(page.doc, room)]
+    for title, rows in page.sections:
+        out += ["", f"{title}:", *_table(rows, room)]
+    if page.footer:
+        out += ["", page.footer]
     return "\n".join(out) + "\n"
+
+
+def command_help(cmd: Command) -> str:
+    return render(command_page(cmd), columns())
 
 
 def summary(doc: str) -> str:
@@ -136,19 +182,12 @@ def summary(doc: str) -> str:
     return " ".join(doc.strip().split("\n\n")[0].split())
 
 
-def _summary(cmd: Command) -> str:
+def summary_of(cmd: Command) -> str:
     return summary(_doc(cmd))
 
 
 def group_help(group: str) -> str:
-    room = columns()
-    out = [f"Usage: xputune {group} COMMAND [OPTIONS]", ""]
-    out += _prose(registry.GROUPS[group], room)
-    out += ["", "Commands:"]
-    rows = [(w[1], _summary(registry.load(w))) for w in registry.COMMANDS if w[0] == group]
-    out += _table(rows, room)
-    out += ["", f"See 'xputune {group} COMMAND --help' for a command's options."]
-    return "\n".join(out) + "\n"
+    return render(group_page(group), columns())
 
 
 TOP = (
@@ -157,31 +196,38 @@ TOP = (
     "--example NAME, so it runs the same on a laptop as on the box. Every command takes "
     "--quiet and --verbose, and ends with one of the exit statuses below."
 )
+TOP_OPTIONS = [
+    ("-V, --version", f"Print the version ({__version__}) and exit."),
+    HELP_ROW,
+    ("--install-completion [bash|zsh|fish]", "Install shell completion for this shell (or the "
+     "one named): a script made from the command tables, run again after an upgrade."),
+    ("--show-completion [bash|zsh|fish]", "Print the completion script, to install it "
+     "yourself."),
+]  # fmt: skip
 
 
-def top_help() -> str:
-    room = columns()
-    out = ["Usage: xputune [--version] COMMAND [OPTIONS] [ARGS]...", ""]
-    out += _prose(TOP, room)
-    out += ["", "Commands:"]
+def top_page() -> Page:
     rows: list[tuple[str, str]] = []
     seen: set[str] = set()
     for words in registry.COMMANDS:
         if len(words) == 1:
-            rows.append((words[0], _summary(registry.load(words))))
+            rows.append((words[0], summary_of(registry.load(words))))
         elif words[0] not in seen:
             seen.add(words[0])
             rows.append((words[0], registry.GROUPS[words[0]]))
-    out += _table(rows, room)
-    out += ["", "Options:"]
-    out += _table([("-V, --version", f"Print the version ({__version__}) and exit."),
-                   ("-h, --help", "Show this help and exit."),
-                   ("--install-completion", "Install shell completion for the current shell."),
-                   ("--show-completion", "Show the completion script, to install it yourself.")],
-                  room)  # fmt: skip
-    out += ["", "Exit status:"]
-    out += _table([(str(c), m) for c, m in exits.MEANINGS.items()], room)
-    out += ["", "Environment:"]
-    out += _table([(n, w) for n, (w, _) in environment.VARIABLES.items()], room)
-    out += ["", "See 'xputune COMMAND --help' for a command's options."]
-    return "\n".join(out) + "\n"
+    return Page(
+        "xputune",
+        "xputune [--version] COMMAND [OPTIONS] [ARGS]...",
+        TOP,
+        [
+            ("Commands", rows),
+            ("Options", TOP_OPTIONS),
+            ("Exit status", [(str(c), m) for c, m in exits.MEANINGS.items()]),
+            ("Environment", [(n, w) for n, (w, _) in environment.VARIABLES.items()]),
+        ],
+        "See 'xputune COMMAND --help' for a command's options.",
+    )
+
+
+def top_help() -> str:
+    return render(top_page(), columns())

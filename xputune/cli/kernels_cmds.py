@@ -198,7 +198,9 @@ def build_cmd(force: bool, fmt: Format) -> int:
     (no GPU needed to build); XPU for real when Kunlunxin's XRE headers and libxpurt.so are
     found (set XRE_HOME). Operators also build what they need at first use.
 
-    Example: xputune kernels build --force
+    Example:
+
+        xputune kernels build --force
     """
     from xputune.kernels.build import build_all
 
@@ -229,7 +231,9 @@ def selftest_cmd(rounds: int, seed: int, fmt: Format) -> int:
     torch is installed, and on the torch device (CUDA or Kunlunxin) when one is visible.
     Exits 1 if any output byte differs.
 
-    Example: xputune kernels selftest --rounds 10
+    Example:
+
+        xputune kernels selftest --rounds 10
     """
     from xputune.kernels import selftest
 

@@ -1,34 +1,37 @@
-"""Man pages generated from the command tables (through typer's view of them, cli/helpgen.py),
-so they never drift from --help; EXIT STATUS and ENVIRONMENT come from cli/exits.py and
-cli/environment.py.
+"""Man pages drawn from the same pages as --help (cli/helptext.py: Page), so an option's value
+name, bounds, default and the rest of what --help says are in its man page too, word for word.
 
-`python -m xputune.cli.manpages man/` rewrites the pages; a test fails when man/ is stale.
+`python -m xputune.cli.manpages man/` rewrites the pages; tests/cli/test_manpages.py fails when
+man/ is stale, and compares each page with --help option by option.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
-import typer
-
 from xputune import __version__
-from xputune.cli.helptext import summary
+from xputune.cli import helptext, registry
+from xputune.cli.helptext import Page
 
 DATE = "2026"  # fixed so that regenerating gives identical bytes
+#: Pages of other tools an operator reads beside xputune(1).
+OTHERS = ("lstopo(1)", "nvidia-smi(1)", "numactl(8)", "tuned-adm(8)")
+_MENTION = re.compile(r"\bxputune ([a-z0-9-]+)(?: ([a-z0-9-]+))?")
 
 
 def _esc(text: str) -> str:
     """roff-escape text; indented lines (examples) stay as they are, blank lines part paragraphs."""
     lines: list[str] = []
     verbatim = False
-    for line in text.replace("\\", "\\e").splitlines():
+    for line in text.replace("\\", "\\e").replace("-", "\\-").splitlines():
         indented = line.startswith((" ", "\t")) and line.strip()
         if indented and not verbatim:
-            lines.append(".nf")
+            lines += [".RS 4", ".nf"]
             verbatim = True
         elif not indented and verbatim:
-            lines.append(".fi")
+            lines += [".fi", ".RE"]
             verbatim = False
         stripped = line.strip()
         if not stripped:
@@ -36,78 +39,66 @@ def _esc(text: str) -> str:
             continue
         lines.append("\\&" + stripped if stripped.startswith((".", "'")) else stripped)
     if verbatim:
-        lines.append(".fi")
+        lines += [".fi", ".RE"]
     return "\n".join(lines)
 
 
-def _walk(command, path: list[str]):
-    yield path, command
-    for name, sub in sorted(getattr(command, "commands", {}).items()):
-        if not getattr(sub, "hidden", False):
-            yield from _walk(sub, [*path, name])
+def file_name(words: tuple[str, ...]) -> str:
+    return "-".join(("xputune", *words))
 
 
-def _page(path: list[str], command) -> str:
-    title = "-".join(path)
-    help_text = (command.help or "").strip()
+def _see_also(words: tuple[str, ...], page: Page) -> list[str]:
+    """xputune(1) lists every command's page; a group, its commands'; a command, the tool's
+    page, its group's and those of the commands its help names."""
+    if not words:
+        pages = [file_name(w) for w in (*((g,) for g in registry.GROUPS), *registry.COMMANDS)]
+        return [f"{p}(1)" for p in pages] + list(OTHERS)
+    if len(words) == 1 and words[0] in registry.GROUPS:
+        subs = [w for w in registry.COMMANDS if w[0] == words[0]]
+        return ["xputune(1)"] + [f"{file_name(w)}(1)" for w in subs]
+    named: list[tuple[str, ...]] = [(words[0],)] if len(words) == 2 else []
+    said = " ".join([page.doc, *(text for _, rows in page.sections for _, text in rows)])
+    for found in _MENTION.finditer(said):
+        pair = tuple(w for w in found.groups() if w)
+        for size in (2, 1):
+            if pair[:size] in registry.COMMANDS and pair[:size] != words:
+                named.append(pair[:size])
+                break
+    return ["xputune(1)"] + [f"{file_name(w)}(1)" for w in dict.fromkeys(named)]
+
+
+def _page(words: tuple[str, ...], page: Page) -> str:
+    title = file_name(words)
     out = [
         f'.TH "{title.upper()}" 1 "{DATE}" "xputune {__version__}" "xputune manual"',
+        ".nh",  # no hyphenation: an option or value is typed back as printed
+        ".ad l",
         ".SH NAME",
-        f"{title} \\- {_esc(summary(help_text))}",
+        f"{_esc(title)} \\- {_esc(page.summary)}",
         ".SH SYNOPSIS",
-        f".B {' '.join(path)}",
-        "[\\fIOPTIONS\\fR]" + (" \\fICOMMAND\\fR" if getattr(command, "commands", None) else ""),
+        f".B {_esc(page.name)}",
+        _esc(page.usage[len(page.name) :].strip()),
+        ".SH DESCRIPTION",
+        _esc(page.doc),
     ]
-    for param in command.params:
-        if param.param_type_name == "argument":
-            out.append(f"\\fI{param.name.upper()}\\fR")
-    if help_text:
-        out += [".SH DESCRIPTION", _esc(help_text)]
-    options = [p for p in command.params if p.param_type_name == "option" and not p.hidden]
-    if options:
-        out.append(".SH OPTIONS")
-        for param in options:
-            names = ", ".join(param.opts + list(param.secondary_opts))
-            out += [".TP", f"\\fB{_esc(names)}\\fR", _esc(param.help or "")]
-    subs = sorted(getattr(command, "commands", {}).items())
-    if subs:
-        out.append(".SH COMMANDS")
-        for name, sub in subs:
-            first = (sub.help or "").strip().splitlines()
-            out += [".TP", f"\\fB{name}\\fR", _esc(first[0] if first else "")]
-    out += _status_and_environment(tuple(path[1:]))
-    out += [".SH SEE ALSO", "xputune(1)" if len(path) > 1 else "lstopo(1), nvidia-smi(1)"]
+    for heading, rows in page.sections:
+        out.append(f".SH {heading.upper()}")
+        for term, text in rows:
+            out += [".TP", f"\\fB{_esc(term)}\\fR", _esc(text)]
+    if page.footer:
+        out += [".PP", _esc(page.footer)]
+    shown = [f"\\fB{_esc(name)}\\fR({section}" for name, section in
+             (ref.split("(", 1) for ref in _see_also(words, page))]  # fmt: skip
+    out += [".SH SEE ALSO", ", ".join(shown)]
     return "\n".join(out) + "\n"
 
 
-def _status_and_environment(words: tuple[str, ...]) -> list[str]:
-    """EXIT STATUS and ENVIRONMENT of a command (of the whole tool for xputune(1))."""
-    from xputune.cli import environment, exits, registry
-
-    if words in registry.COMMANDS:
-        codes = exits.statuses(registry.load(words).exits)
-        variables = environment.for_command(words)
-    elif not words:
-        codes = list(exits.MEANINGS.items())
-        variables = [(name, what) for name, (what, _) in environment.VARIABLES.items()]
-    else:  # a group: its commands' pages say it
-        return []
-    out = [".SH EXIT STATUS"]
-    for code, meaning in codes:
-        out += [".TP", f"\\fB{code}\\fR", _esc(meaning)]
-    if variables:
-        out.append(".SH ENVIRONMENT")
-        for name, what in variables:
-            out += [".TP", f"\\fB{name}\\fR", _esc(what)]
-    return out
-
-
 def render_all() -> dict[str, str]:
-    """File name -> page text for xputune and every subcommand."""
-    from xputune.cli.helpgen import application
-
-    root = typer.main.get_command(application())
-    return {f"{'-'.join(path)}.1": _page(path, cmd) for path, cmd in _walk(root, ["xputune"])}
+    """File name -> page text for xputune, each group and every command."""
+    pages = {(): helptext.top_page()}
+    pages.update({(g,): helptext.group_page(g) for g in registry.GROUPS})
+    pages.update({w: helptext.command_page(registry.load(w)) for w in registry.COMMANDS})
+    return {f"{file_name(w)}.1": _page(w, page) for w, page in pages.items()}
 
 
 def write(folder: Path) -> None:

@@ -260,10 +260,11 @@ def replay_cmd(
     than --recovery-margin percent of its first value, named, and the run ends with status
     1; "recovered" otherwise. A measurement that did not run whole is not compared (10).
 
-    Example: xputune replay --trace conv.jsonl --url http://127.0.0.1:30000 -n 500 -c 4
+    Examples:
 
-    Example: xputune replay --trace conv.jsonl -c 2 --phases
-    warm:400,measure:200,stress:800@c16,cool:30s,measure:200
+        xputune replay --trace conv.jsonl --url http://127.0.0.1:30000 -n 500 -c 4
+        xputune replay --trace conv.jsonl -c 2 \\
+            --phases warm:400,measure:200,stress:800@c16,cool:30s,measure:200
     """
     from xputune.measure import tiercounters, tierhealth
     from xputune.measure.client import Endpoint
@@ -828,8 +829,10 @@ def sweep_cmd(
     said in the result). L3's hit rate per size is shown beside its prediction, and the
     tier check covers it.
 
-    Example: xputune sweep --trace conv.jsonl --sizes x2,x4,x8 --baseline -c 1 -- --model-path
-    /models/m --device cpu --max-total-tokens 4096
+    Example:
+
+        xputune sweep --trace conv.jsonl --sizes x2,x4,x8 --baseline -c 1 \\
+            -- --model-path /models/m --device cpu --max-total-tokens 4096
     """
     import shlex
 

@@ -1,4 +1,4 @@
-"""Output helpers with no typer import, shared by the typer commands and the probe fast path.
+"""Output helpers shared by every command: tables, notes, shell lines, JSON and YAML.
 
 Tables follow the real width: the terminal's, else $COLUMNS, else 80 when stdout is not a
 terminal (as rich and coreutils do), so piped output is the same bytes on any machine. A table
@@ -62,6 +62,8 @@ def set_verbosity(*, quiet: bool = False, verbose: bool = False) -> None:
     _verbosity = -1 if quiet else 1 if verbose else 0
     if verbose:
         trail.start()
+    else:
+        trail.stop()
 
 
 def is_quiet() -> bool:

@@ -158,7 +158,9 @@ def model_cmd(
     is the bytes moved per token: it should match the model's KV geometry, or the fit is
     measuring something else.
 
-    Example: xputune model --seed --recompute-us-per-token 28
+    Example:
+
+        xputune model --seed --recompute-us-per-token 28
     """
     from xputune.plan.modelreport import SEED, model_report
 
@@ -274,8 +276,10 @@ def tiers_cmd(
     length (from --l3-gbps, default 10 GB/s per rank, and --recompute-us-per-token, default
     the field report's GLM-5 figure), so it counts the L3 hits that are that long.
 
-    Example: xputune tiers --trace mooncake_trace.jsonl --l1 200K --model glm-5 --plot c.svg
+    Examples:
 
+        xputune tiers --trace mooncake_trace.jsonl --l1 200K --model glm-5 \\
+            --plot c.svg
         xputune tiers --trace t.jsonl --l1 200K --l2 2M --l3 40M --model glm-5 \\
             --tp 8
     """

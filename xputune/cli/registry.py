@@ -1,7 +1,8 @@
 """Where each command's table lives, in the order `xputune --help` lists them.
 
 Only the module that owns a command is imported to run it (start-up is a product feature);
---help, completion and the man pages import them all (cli/helpgen.py).
+--help, the man pages and the completion scripts import them all (cli/helptext.py,
+cli/manpages.py, cli/completion_script.py).
 """
 
 from __future__ import annotations

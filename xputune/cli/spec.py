@@ -1,16 +1,16 @@
 """A command's options and arguments, declared once: the table cli/parse.py runs the command
-from and cli/helpgen.py draws typer's --help, shell completion and the man pages from.
+from, and cli/helptext.py draws --help and the man pages from, and cli/completion_script.py
+the shell completion scripts.
 
-Why one table and two readers: importing typer, click and rich's help machinery costs more
+Why one table and our own readers: importing typer, click and rich's help machinery costs more
 than a whole probe (start-up is a product feature: docs/cli.md), so commands are parsed by
-cli/parse.py, a small parser of exactly this grammar, and typer is imported only to explain a
-command (--help, completion, man pages). Neither reader has options of its own: a flag exists
-once, here, with its spelling, kind, bounds, default and help.
+cli/parse.py, a small parser of exactly this grammar. No reader has options of its own: a flag
+exists once, here, with its spelling, kind, bounds, default and help.
 
 Kinds: "text" (any string), "path" and "name" (strings that may not be empty: an unset shell
 variable must not silently mean "not given"), "int" and "float" (bounded on both sides, so a
 typo, nan, inf or 5000 digits is one usage line), "flag" (no value), "choice" (one of
-`choices`). Nothing here imports typer, click or rich.
+`choices`). Nothing here imports rich.
 """
 
 from __future__ import annotations

@@ -303,7 +303,9 @@ def recommend_cmd(root: str | None, example: str | None, fmt: Format) -> None:
     generic profile (no rules) is the fallback. check and apply use this choice when no
     --profile is given.
 
-    Example: xputune recommend --root ./h3c-box
+    Example:
+
+        xputune recommend --root ./h3c-box
     """
     from xputune.host import open_host
     from xputune.tune import engine, profiles, recommend
@@ -340,7 +342,9 @@ def profiles_cmd(name: str | None, fmt: Format) -> None:
     Profiles are YAML files (profiles/ in the package, plus /etc/xputune/profiles); a path to
     a .yaml file works wherever a name does.
 
-    Example: xputune profiles hygon-p800
+    Example:
+
+        xputune profiles hygon-p800
     """
     from xputune.tune import profiles
 
