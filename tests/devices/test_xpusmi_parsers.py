@@ -259,7 +259,7 @@ def test_forced_form_mismatch_is_a_parse_error() -> None:
     with pytest.raises(SmiParseError):
         parse(sample("query"), form="monitor")
     with pytest.raises(SmiParseError, match="unknown form"):
-        parse(sample("query"), form="csv")
+        parse(sample("query"), form="json")  # "csv" is a form now: --query-gpu --format=csv
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,9 @@ SMI = Command(
     (
         Opt(
             "input_file", ("--input", "-i"),
-            "A saved output of xpu-smi or nvidia-smi (default table, -L, -q, -q -x, -m or topo "
-            "-m; form and vendor are detected; '-' reads stdin) instead of asking the host.",
+            "A saved output of xpu-smi or nvidia-smi (default table, -L, -q, -q -x, -m, topo -m, "
+            "or nvidia-smi --query-gpu=... --format=csv with its header line; form and vendor "
+            "are detected; '-' reads stdin) instead of asking the host.",
             kind="path", metavar="FILE",
         ),
         FORMAT,
@@ -32,11 +33,18 @@ def smi(input_file: str | None, fmt: Format) -> None:
     NUMA and PCIe placement come from `xputune probe`, which reads sysfs; this command shows
     what only the vendor tool knows.
 
+    A GPU split into MIG instances stays one card, with its instances listed under it (GPU
+    and compute instance ids, memory, SMs; JSON: mig_devices). The driver's version is the
+    number alone: driver 610's `KMD Version` where the tool prints one, without the notes
+    newer tools add beside it.
+
     Examples:
 
         xputune smi
         xputune smi --input saved-xpu-smi-q.txt --format json
         nvidia-smi topo -m | xputune smi --input -
+        nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total --format=csv \\
+            | xputune smi -i -
     """
     from xputune.devices.xpusmi.source import load
 

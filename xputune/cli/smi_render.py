@@ -1,4 +1,8 @@
-"""Rich tables for `xputune smi`: only the columns the parsed form carries, then what was odd."""
+"""Rich tables for `xputune smi`: only the columns the parsed form carries, then what was odd.
+
+MIG devices get a table of their own under the cards (each row names its GPU's card): they are
+slices of a GPU, not cards, so the cards table only counts them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from xputune.cli.output import ID, TEXT, add_row, new_table, print_fitted, text, text_lines
-from xputune.devices.xpusmi import SmiCard, SmiReport, SmiTopo
+from xputune.devices.xpusmi import SmiCard, SmiMig, SmiReport, SmiTopo
 
 
 def _num(value: float | None, unit: str = "") -> str | None:
@@ -18,7 +22,7 @@ def _num(value: float | None, unit: str = "") -> str | None:
     return f"{shown}{unit}"
 
 
-def _memory(card: SmiCard) -> str | None:
+def _memory(card: SmiCard | SmiMig) -> str | None:
     used, total = card.memory_used_mib, card.memory_total_mib
     if used is None and total is None:
         return None
@@ -42,6 +46,7 @@ COLUMNS: tuple[tuple[str, Callable[[SmiCard], str | None]], ...] = (
     ("uuid", lambda c: c.uuid),
     ("CPU affinity", lambda c: c.cpu_affinity),
     ("NUMA", lambda c: _num(c.numa_affinity)),
+    ("MIG devices", lambda c: _num(len(c.mig_devices)) if c.mig_devices else None),
 )
 
 
@@ -69,10 +74,31 @@ def matrix(topo: SmiTopo, tool: str) -> Table:
     return table
 
 
+MIG_COLUMNS = (("card", ID), ("#", ID), ("GI", ID), ("CI", ID), ("MIG dev", ID))
+
+
+def _mig_row(card: SmiCard, mig: SmiMig) -> tuple[str | None, ...]:
+    ids = (card.card, _num(card.index), _num(mig.gpu_instance), _num(mig.compute_instance))
+    return (*ids, _num(mig.index), _memory(mig), _num(mig.sm_count))
+
+
+def mig_devices(report: SmiReport) -> Table:
+    """One row per MIG device, under the card of its GPU: ids, its memory slice, its SMs."""
+    table = new_table("MIG devices", [*MIG_COLUMNS, "memory MiB used / total", "SMs"])
+    for card in report.cards:
+        for mig in card.mig_devices:
+            add_row(table, *("-" if v is None else v for v in _mig_row(card, mig)))
+    return table
+
+
 def processes(report: SmiReport) -> Table:
-    table = new_table("Processes", [("#", ID), ("PID", ID), "type", "name", "memory MiB"])
+    """The process list; GI and CI columns only when some process runs in a MIG slice."""
+    mig = any(p.gpu_instance is not None for p in report.processes)
+    ids = [("GI", ID), ("CI", ID)] if mig else []
+    table = new_table("Processes", [("#", ID), *ids, ("PID", ID), "type", "name", "memory MiB"])
     for p in report.processes:
-        cells = (p.index, p.pid, p.type, p.name, p.memory_mib)
+        where = (p.gpu_instance, p.compute_instance) if mig else ()
+        cells = (p.index, *where, p.pid, p.type, p.name, p.memory_mib)
         add_row(table, *("-" if v is None else str(v) for v in cells))
     return table
 
@@ -84,6 +110,8 @@ def render(report: SmiReport, console: Console) -> None:
         legend = {**report.topology.legend, **report.topology.nics}
         if legend:
             parts.append(text_lines((f"  {k:<4} = {v}" for k, v in legend.items()), style="dim"))
+    if any(card.mig_devices for card in report.cards):
+        parts.append(mig_devices(report))
     if report.processes:
         parts.append(processes(report))
     if report.warnings:

@@ -1,4 +1,5 @@
-"""Parsers for what xpu-smi and nvidia-smi print (default table, -L, -q, -q -x, -m, topo -m).
+"""Parsers for what xpu-smi and nvidia-smi print (default table, -L, -q, -q -x, -m, topo -m, and
+nvidia-smi --query-gpu=... --format=csv).
 
 parse(text) detects the form and vendor and returns an SmiReport whose cards carry probe's card
 names and canonical bus ids (identity.py). Reading is liberal, meaning is strict: a field that
@@ -13,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from xputune.devices.xpusmi import listform, monitor, query, table, topo, xmlform
+from xputune.devices.xpusmi import csvform, listform, monitor, query, table, topo, xmlform
 from xputune.devices.xpusmi.detect import detect
 from xputune.devices.xpusmi.identity import finish
 from xputune.devices.xpusmi.model import (
     FORMS,
     SmiCard,
     SmiError,
+    SmiMig,
     SmiParseError,
     SmiProcess,
     SmiReport,
@@ -32,6 +34,7 @@ __all__ = [
     "PARSERS",
     "SmiCard",
     "SmiError",
+    "SmiMig",
     "SmiParseError",
     "SmiProcess",
     "SmiReport",
@@ -49,6 +52,7 @@ PARSERS: dict[str, Callable[[str], SmiReport]] = {
     "xml": xmlform.parse,
     "monitor": monitor.parse,
     "topo": topo.parse,
+    "csv": csvform.parse,
 }
 SNIFF = 64 << 10  # bytes read to tell XML from the text forms
 

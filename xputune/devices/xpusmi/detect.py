@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from xputune.devices.xpusmi import query, table, topo
+from xputune.devices.xpusmi import csvform, query, table, topo
 from xputune.devices.xpusmi.model import SmiParseError
 from xputune.devices.xpusmi.values import shown
 
@@ -24,6 +24,8 @@ def detect(text: str) -> str:
         return "xml"
     if any(table.TITLE.search(line) for line in lines[:10]):
         return "table"
+    if csvform.is_header(first):
+        return "csv"
     if any(query.CARD_HEADER.match(line) or query.is_banner(line) for line in lines):
         return "query"
     if any(topo.TITLES.search(line) for line in lines[:3]) or any(
@@ -36,8 +38,10 @@ def detect(text: str) -> str:
         return "list"
     if _KEY_VALUE.match(first):
         return "query"
+    if csvform.looks_headless(lines[:50]):
+        raise csvform.refuse_headless()
     raise SmiParseError(
         None,
         "not a known form: expected the output of xpu-smi or nvidia-smi (default table, -L, -q, "
-        f"-q -x, -m or topo -m) (first line {shown(first)})",
+        f"-q -x, -m, topo -m or --query-gpu --format=csv) (first line {shown(first)})",
     )

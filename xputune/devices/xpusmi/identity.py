@@ -3,7 +3,8 @@
 Probe names a vendor's cards by their position in PCI bus id order (topology.cards.PREFIX plus
 that position) and joins vendor records by canonical bus id (busid.normalize_bus_id). Both
 tools number cards in the same bus order, so a form that prints the tool's index (default
-table, -L, -m, topo -m) names card N "xpuN"/"gpuN": right even when only some cards are listed.
+table, -L, -m, topo -m, a --query-gpu CSV with an index column) names card N "xpuN"/"gpuN":
+right even when only some cards are listed.
 The -q forms print no index, so there the name is the card's rank in bus id order, which is
 right for a full listing (a `-q --id` of one card cannot know its rank: its name is null).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from xputune.devices.xpusmi.model import SmiCard, SmiParseError, SmiReport
 from xputune.topology.cards import PREFIX
 
-INDEXED_FORMS = frozenset({"table", "list", "monitor", "topo", "nvml"})
+INDEXED_FORMS = frozenset({"table", "list", "monitor", "topo", "csv", "nvml"})
 
 
 def name_cards(cards: tuple[SmiCard, ...], vendor: str, form: str) -> tuple[SmiCard, ...]:

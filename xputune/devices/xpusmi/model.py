@@ -2,10 +2,11 @@
 
 Every field is optional because each form carries a different subset (-L: index, name, UUID;
 -m: bus id, memory, utilisation, firmware, name; the default table: bus id, memory, utilisation,
-power, temperature and the process list; -q and -q -x: most; topo -m: relations and CPU/NUMA
-affinity). Units are the tools' own: MiB, percent, degrees C, watts. A value a tool printed but
-that cannot be read is None here and one line in `warnings`; the document is refused only when
-nothing in it is recognisable (docs/architecture.md: discovery degrades).
+power, temperature, the process list and MIG instances; -q and -q -x: most; topo -m: relations
+and CPU/NUMA affinity; --query-gpu --format=csv: the columns the query named). Units are the
+tools' own: MiB, percent, degrees C, watts. A value a tool printed but that cannot be read is
+None here and one line in `warnings`; the document is refused only when nothing in it is
+recognisable (docs/architecture.md: discovery degrades).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ FORMS = {
     "xml": "-q -x",
     "monitor": "-m",
     "topo": "topo -m",
+    "csv": "--query-gpu --format=csv",
     "nvml": "NVML",
 }
 TOOLS = {"kunlunxin": "xpu-smi", "nvidia": "nvidia-smi"}
@@ -45,6 +47,21 @@ class SmiParseError(SmiError):
         self.line = line
 
 
+class SmiMig(NamedTuple):
+    """One MIG device of the default table's "MIG devices" box, kept under its GPU.
+
+    A MIG device is a slice of one GPU (a GPU instance, GI, holding compute instances, CI), not
+    a card of its own: it has no bus id, and its memory is the slice's share of the GPU's.
+    """
+
+    index: int | None  # "MIG Dev": the device's number on its GPU (CUDA's MIG device order)
+    gpu_instance: int | None  # GI ID
+    compute_instance: int | None  # CI ID
+    memory_used_mib: int | None = None
+    memory_total_mib: int | None = None
+    sm_count: int | None = None  # streaming multiprocessors of the slice ("SM" column)
+
+
 class SmiCard(NamedTuple):
     index: int | None = None  # position in the tool's listing (XPU N / GPU N)
     bus_id: str | None = None  # canonical sysfs spelling, the join key with probe
@@ -63,6 +80,11 @@ class SmiCard(NamedTuple):
     cpu_affinity: str | None = None
     numa_affinity: int | None = None
     card: str | None = None  # probe's card name (xpu0.., gpu0..), see identity.name_cards
+    mig_devices: tuple[SmiMig, ...] = ()  # the MIG slices of this GPU (default table only)
+
+    def as_json(self) -> dict[str, Any]:
+        """The card's JSON object: its fields, MIG devices as objects (not bare lists)."""
+        return {**self._asdict(), "mig_devices": [m._asdict() for m in self.mig_devices]}
 
 
 class SmiProcess(NamedTuple):
@@ -72,7 +94,9 @@ class SmiProcess(NamedTuple):
     pid: int | None
     type: str | None
     name: str | None
-    memory_mib: int | None
+    memory_mib: int | None  # None also where the tool cannot say (Windows WDDM prints N/A)
+    gpu_instance: int | None = None  # GI ID of the MIG slice it runs in (N/A without MIG)
+    compute_instance: int | None = None  # CI ID, likewise
 
 
 class SmiTopo(NamedTuple):
@@ -115,7 +139,7 @@ class SmiReport(NamedTuple):
             "form": self.form,
             "tool": self.tool,
             "driver_version": self.driver_version,
-            "cards": [card._asdict() for card in self.cards],
+            "cards": [card.as_json() for card in self.cards],
             "processes": [p._asdict() for p in self.processes],
             "topology": None
             if topo is None

@@ -6,6 +6,8 @@ from keys at the first colon (bus ids hold colons of their own); a card header i
 before that split. Every line after a card header belongs to that card whatever its indentation:
 quoted outputs often lose the header's extra indent. "Attached XPUs" is not trusted to count the
 blocks: `-q --id N` prints one card under the host's total, and a cut-off output prints fewer.
+The driver version is "KMD Version" where the tool prints it (driver 610 on), else "Driver
+Version", read as just the number: from 610 the old key's value carries a deprecation note.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 
 from xputune.devices.xpusmi.cards import Tree, card_from_tree, key, lookup
 from xputune.devices.xpusmi.model import SmiParseError, SmiReport
-from xputune.devices.xpusmi.values import Notes, bus_id, integer, shown, text_value
+from xputune.devices.xpusmi.values import Notes, bus_id, integer, shown, version
 
 FORM = "query"
 CARD_HEADER = re.compile(
@@ -89,7 +91,9 @@ def parse(text: str) -> SmiReport:
     return SmiReport(
         form=FORM,
         cards=tuple(cards),
-        driver_version=text_value(lookup(host, "driverversion")),
+        driver_version=notes.soft(
+            version, lookup(host, "kmdversion", "driverversion"), FORM, "driver version"
+        ),
         vendor=vendor,
         warnings=notes.done(),
     )

@@ -18,8 +18,20 @@ from xputune.devices.busid import normalize_bus_id
 from xputune.devices.xpusmi.model import SmiParseError
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_MISSING = {"n/a", "[n/a]", "not supported", "[not supported]", "unknown", "unknown error", "-"}
+_MISSING = {
+    "n/a",
+    "[n/a]",
+    "not supported",
+    "[not supported]",
+    "unknown",
+    "unknown error",
+    "[unknown error]",
+    "insufficient permissions",
+    "[insufficient permissions]",
+    "-",
+}
 _NUMBER = re.compile(r"^([0-9]{1,15}(?:\.[0-9]{1,6})?)\s*([A-Za-z%]*)$", re.ASCII)
+_VERSION = re.compile(r"^([0-9]{1,6}(?:\.[0-9]{1,6}){0,5})(?=\s|$)", re.ASCII)
 _MIB_PER = {"mib": 1, "mb": 1, "gib": 1024, "gb": 1024, "kib": 1 / 1024, "kb": 1 / 1024}
 
 MAX_INPUT = 64 << 20  # 64 MiB of text forms: far above any real output, refuses junk early
@@ -128,3 +140,19 @@ def bus_id(value: str | None, form: str, what: str, line: int | None = None) -> 
     if canonical is None:
         raise SmiParseError(form, f"{what}: not a PCI bus id: {shown(value)}", line)
     return canonical
+
+
+def version(value: str | None, form: str, what: str, line: int | None = None) -> str | None:
+    """A driver version as just its number: "610.57.04 [Deprecated; ...]" reads "610.57.04".
+
+    From driver 610 nvidia-smi -q appends a deprecation note to the old key's value ("Driver
+    Version : 610.57.04 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]");
+    the note is not part of the version, and whoever compares versions must not see it.
+    """
+    if missing(value):
+        return None
+    assert value is not None
+    m = _VERSION.match(value.strip())
+    if m is None:
+        raise SmiParseError(form, f"{what}: not a version number: {shown(value)}", line)
+    return m[1]

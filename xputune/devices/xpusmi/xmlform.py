@@ -15,7 +15,7 @@ from xml.parsers import expat
 
 from xputune.devices.xpusmi.cards import Tree, card_from_tree, key, lookup
 from xputune.devices.xpusmi.model import SmiCard, SmiParseError, SmiReport
-from xputune.devices.xpusmi.values import Notes, bus_id, integer, text_value
+from xputune.devices.xpusmi.values import Notes, bus_id, integer, version
 
 FORM = "xml"
 ROOTS = {"xpu_smi_log": ("kunlunxin", "xpu"), "nvidia_smi_log": ("nvidia", "gpu")}
@@ -142,7 +142,9 @@ def parse_chunks(chunks: Iterable[bytes]) -> SmiReport:
     return SmiReport(
         form=FORM,
         cards=tuple(reader.cards),
-        driver_version=text_value(lookup(reader.host, "driverversion")),
+        driver_version=notes.soft(
+            version, lookup(reader.host, "kmdversion", "driverversion"), FORM, "driver version"
+        ),
         vendor=vendor,
         warnings=notes.done(),
     )
