@@ -67,9 +67,25 @@ def _fake_client(folder: Path, mode: int = 0o755) -> Path:
     return script
 
 
+@pytest.fixture(autouse=True)
+def _tools_at_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """numactl and a mooncake_client on PATH, whatever this machine has: a dry run that
+    would refuse ends 3, so each test takes away only what it is about (no_numactl, ...)."""
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    numactl = folder / "numactl"
+    numactl.write_text("#!/bin/sh\nexec \"$@\"\n")
+    numactl.chmod(0o755)
+    _fake_client(folder)
+    monkeypatch.setattr(donors, "package_client", lambda: None)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
 @pytest.fixture
 def fake_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The fake first on PATH, and the mooncake package's own binary out of the way."""
+    """The fake first on PATH, and the mooncake package's own binary out of the way: the only
+    mooncake_client there is (the test may take it away)."""
+    (tmp_path / "tools" / "mooncake_client").unlink()
     script = _fake_client(tmp_path / "bin")
     monkeypatch.setattr(donors, "package_client", lambda: None)
     monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
@@ -192,7 +208,7 @@ def test_numactl_missing_is_refused_unless_forced_then_unbound(
     run_cli, fake_client, no_numactl
 ) -> None:
     code, out, err = run_cli("launch", "l3-donors", "-n", *SEED, *MASTER)
-    assert code == 0
+    assert code == 3  # the status the run would end with: `-n && run` tells them apart
     assert "would refuse: numactl is missing" in err and "--force" in err
     assert all(words[0] == "numactl" for words in _lines(out))  # what would run, if allowed
     code, out, err = run_cli("launch", "l3-donors", "-n", *SEED, *MASTER, "--force")
@@ -207,12 +223,19 @@ def test_mooncake_client_from_path_or_said_missing(run_cli, fake_client, tmp_pat
     assert all(str(fake_client) in words for words in _lines(out))
     fake_client.chmod(0o777)  # anyone may rewrite it: root does not run it
     code, out, err = run_cli("launch", "l3-donors", "-n", *SEED, *MASTER)
-    assert code == 0
+    assert code == 3
     assert f"would refuse: {fake_client} is not a regular executable file" in err
     fake_client.unlink()
     code, out, err = run_cli("launch", "l3-donors", "-n", *SEED, *MASTER)
     assert "would refuse: mooncake_client not found" in err
     assert "mooncake-transfer-engine" in err
+
+
+def test_each_reason_is_its_own_line(run_cli, fake_client, no_numactl) -> None:
+    fake_client.unlink()
+    code, _, err = run_cli("launch", "l3-donors", "-n", *SEED, *MASTER)
+    said = [ln for ln in err.splitlines() if ln.startswith("would refuse: ")]
+    assert code == 3 and len(said) == 2 and not any("; " in ln for ln in said), err
 
 
 def test_the_package_s_own_binary_is_found_without_importing_it() -> None:

@@ -193,7 +193,7 @@ def test_the_folder_checks_say_what_is_wrong(tmp_path) -> None:
 def test_a_real_launch_refused_for_several_reasons_says_one_a_line(capsys) -> None:
     """A real launch stops before SGLang: one reason is its error line; several are one a
     line (each with its fix), and the error line counts them, with the dry run's status."""
-    from xputune.cli.launch_run import refuse
+    from xputune.cli.refusals import refuse
     from xputune.launch.sglang import LaunchError
 
     with pytest.raises(LaunchError) as one:

@@ -70,6 +70,17 @@ def test_the_preflight_runs_once_per_sweep_and_every_server_in_that_python(
             argv.count("--hicache-ratio") == 1 and argv[argv.index("--hicache-ratio") + 1] == size
         )
         assert argv.count("--hicache-size") == 1 and argv.count("--port") == 1
+    # the sizes are the sweep's, set in each server's command after the launcher's one dry
+    # run: nothing the user sees calls them theirs or names a conflict over them
+    assert "conflict" not in err and "yours" not in err and "your --hicache" not in err
+
+
+def test_a_refusing_launcher_is_said_once_in_xputunes_voice(run_cli, stand_in) -> None:
+    code, out, err = run_cli("sweep", "--trace", SLICE, "--sizes", "x2", "--", "--device", "cpu")
+    assert code == 2 and out == ""
+    (line,) = err.splitlines()
+    assert line.startswith("xputune: error: the launcher refused: cannot tell the model's KV ")
+    assert line.count("xputune: error:") == 1
 
 
 def test_what_sglangs_python_lacks_stops_the_sweep_before_it_starts(

@@ -64,10 +64,12 @@ def run_donors(
 
     It first says in one line what is missing: mooncake_client (the mooncake package's own
     binary, else PATH), numactl (--force runs the donors unbound, and says so), this node's
-    address (--l3-host, else MOONCAKE_HOST), an RDMA NIC that is up. --dry-run prints the
-    commands, one shell line per donor, and runs nothing; with --root/--example it is the only
-    way to run (nothing acts on this host with a recording's data). The master is one process
-    per cluster: `xputune plan --l3 mooncake --role decode` prints its command.
+    address (--l3-host, else MOONCAKE_HOST), an RDMA NIC that is up: one reason a line, exit
+    status 3. --dry-run prints the commands, one shell line per donor, runs nothing, and says
+    each reason the run would be refused for on its line, ending with the run's status; with
+    --root/--example it is the only way to run (nothing acts on this host with a recording's
+    data). The master is one process per cluster: `xputune plan --l3 mooncake --role decode`
+    prints its command.
 
     Examples:
 
@@ -77,8 +79,8 @@ def run_donors(
             --l3-segment-gb 512
     """
     from xputune.cli.output import columns, shell_command
+    from xputune.cli.refusals import refuse, would_refuse
     from xputune.launch import donors, policy
-    from xputune.launch.sglang import LaunchError
     from xputune.plan.l3 import HOST_VARIABLE, L3Request
     from xputune.topology.discover import discover
     from xputune.userfiles import printable
@@ -92,15 +94,15 @@ def run_donors(
     prepared = donors.prepare(topo, request, force=force, live=not dry_run)
     for line in prepared.notes:  # NIC names and the host's values: data
         sys.stderr.write(printable(line) + "\n")
-    if prepared.refusals:
-        refusal = "; ".join(prepared.refusals)
-        if not dry_run:
-            raise LaunchError(refusal)
-        sys.stderr.write(printable(f"would refuse: {refusal}") + "\n")
+    # what this host lacks (exit table: 3), the same status for the run and its dry run
+    status = exits.UNSUPPORTED if prepared.refusals else exits.OK
+    if prepared.refusals and not dry_run:
+        refuse(prepared.refusals, status, "the donors")
+    would_refuse(prepared.refusals)
     if dry_run:
         for command in prepared.commands:
             for line in shell_command(command, None, columns(), (HOST_VARIABLE,)).splitlines():
                 print(printable(line))
-        return 0
+        return status
     sys.stderr.flush()
     return donors.supervise(prepared.commands, prepared.names)

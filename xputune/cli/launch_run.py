@@ -13,8 +13,6 @@ from xputune.host import open_host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import NoReturn
-
     from xputune.launch.policy import Launch
     from xputune.launch.sglang import LaunchSpec
 
@@ -195,6 +193,8 @@ def run_launch(
     refusals = [f"{r}, or pass --force" for r in refusals]
     status = refusal_status(launch)
     if status is not None and not dry_run:
+        from xputune.cli.refusals import refuse
+
         refuse(launch.blockers or refusals, status)
     # a dry run says each reason on its line, with its fix, and ends as the launch would
     launch.notes += [f"would refuse: {line}" for line in (*launch.blockers, *refusals)]
@@ -226,23 +226,6 @@ def refusal_status(launch: Launch) -> int | None:
     if launch.refusals:
         return exits.DIFFERENCE if launch.drifting else exits.UNSUPPORTED
     return None
-
-
-def refuse(reasons: list[str], status: int) -> NoReturn:
-    """Stop a real launch: one reason says itself in the error line; several are said one a
-    line, each with its own fix (a sentence of them ran one reason's fix after another's),
-    and the error line counts them."""
-    from xputune.launch.sglang import LaunchError
-    from xputune.userfiles import printable
-
-    if len(reasons) == 1:
-        error = LaunchError(reasons[0])
-    else:
-        for reason in reasons:
-            sys.stderr.write(printable(f"refused: {reason}") + "\n")
-        error = LaunchError(f"{len(reasons)} reasons refuse the launch, each above with its fix")
-    error.exit_code = status
-    raise error
 
 
 def launch_verified(spec: LaunchSpec, timeout: float, keep_result: bool = True) -> int:

@@ -163,6 +163,7 @@ def dry_run(launch_opts: list[str], sglang_args: list[str]) -> Command:
         raise LaunchFailed(f"the launcher {printable(refusal[0])}")  # would refuse: ..., whole
     if done.returncode != 0:
         last = errors[-1] if errors else f"exit status {done.returncode}"
+        last = last.removeprefix("xputune: error: ")  # its own voice, not said twice
         raise LaunchFailed(f"the launcher refused: {printable(last)[:300]}")
     # the line is shell text, continued with " \\" where it is long (cli/output.shell_command)
     lines = [ln for ln in done.stdout.replace("\\\n", " ").splitlines() if ln.strip()]
