@@ -466,3 +466,30 @@ def model_config(model: str | None, config: Path | None) -> tuple[str, dict[str,
         raise XputuneError(f"{_shown(path)}: expected a JSON object")
     stem = path.parent.name if path.name == "config.json" and path.parent.name else None
     return stem or path.stem, data
+
+
+def check_writable(path: Path, what: str) -> None:
+    """Refuse, in one line, an output file that cannot be written, before the work that makes
+    it (a missing folder, a directory, no permission, a name too long)."""
+    try:  # is_dir and exists answer False only for a missing file, not for a name too long
+        if path.is_dir():
+            raise XputuneError(f"{what}: {path} is a directory")
+        parent = path.parent
+        if not parent.is_dir():
+            raise XputuneError(f"{what}: cannot write {path}: no such directory {parent}")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise XputuneError(f"{what}: cannot write {path}: permission denied")
+        if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
+            raise XputuneError(f"{what}: cannot write {path}: {parent} is not writable")
+    except OSError as exc:  # ENAMETOOLONG, EACCES on a folder above: said, not echoed whole
+        text = str(path)
+        shown = text if len(text) <= 80 else f"{text[:40]}... ({len(text):,} characters)"
+        raise XputuneError(f"{what}: cannot write {printable(shown)}: {exc.strerror}") from None
+
+
+def write_output(path: Path, data: bytes, what: str) -> None:
+    """Write a file the user asked for; one line when it cannot be."""
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise XputuneError(f"cannot write {what} {path}: {exc.strerror}") from None

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xputune.cli import exits
-from xputune.cli.options import FORMAT, PYTHON
+from xputune.cli.options import (
+    BLOCK_SIZE,
+    FORMAT,
+    MAX_BLOCK,
+    MIN_GAIN,
+    PYTHON,
+    TRACE,
+    TRACE_FORMAT,
+    TraceFormat,
+)
 from xputune.cli.output import Format, console, emit_data
 from xputune.cli.spec import Command, Opt
 from xputune.errors import XputuneError
@@ -22,35 +30,16 @@ if TYPE_CHECKING:
 #: --requests, --skip, --concurrency, --max-inflight, --max-output, --host-tokens: at most
 MAX_REQUESTS = 10_000_000
 MAX_SECONDS = 1e7  # --duration, --timeout, --start-timeout, --stop-grace: about 16 weeks
-MAX_TOKENS_PER_BLOCK = 1 << 20
-
-
-class TraceFormat(StrEnum):
-    auto = "auto"
-    mooncake = "mooncake"
-    generic = "generic"
 
 
 # ------------------------------------------------------------------ options both commands take
 
-TRACE = Opt(
-    "trace",
-    ("--trace",),
-    "Request trace (JSON lines, plain, gzip or zstd): Mooncake "
-    "(hash_ids, timestamp, output_length) or the generic format.",
-    kind="path",
-    metavar="FILE",
-    required=True,
-)
 TRACE_OPTIONS = (
-    Opt("trace_format", ("--trace-format",), "auto looks for hash_ids in the first request.",
-        kind="choice", choices=tuple(f.value for f in TraceFormat), default=TraceFormat.auto,
-        cast=TraceFormat),
-    Opt("block_size", ("--block-size",), "Tokens per trace block (Mooncake: 512; generic: its "
-        "page_size).", kind="int", min=1, max=MAX_TOKENS_PER_BLOCK),
+    TRACE_FORMAT,
+    BLOCK_SIZE,
     Opt("block_tokens", ("--block-tokens",), "Send each trace block as this many tokens "
         "(default: the block size), to fit a trace to a small server's pool; the prediction "
-        "uses the same scaled blocks.", kind="int", min=1, max=MAX_TOKENS_PER_BLOCK),
+        "uses the same scaled blocks.", kind="int", min=1, max=MAX_BLOCK),
     Opt("skip", ("--skip",), "Pass over this many requests first.", kind="int", min=0,
         max=MAX_REQUESTS, default=0),
     Opt("requests", ("--requests", "-n"), "Send at most this many requests.", kind="int",
@@ -86,7 +75,7 @@ REPLAY = Command(
     ("replay",),
     "xputune.cli.measure_cmds:replay_cmd",
     (
-        TRACE,
+        TRACE.but(required=True),
         Opt("url", ("--url",), "The running SGLang server (SGLang's default port is 30000).",
             kind="name", default="http://127.0.0.1:30000", metavar="URL"),
         *TRACE_OPTIONS,
@@ -110,15 +99,13 @@ SWEEP = Command(
     ("sweep",),
     "xputune.cli.measure_cmds:sweep_cmd",
     (
-        TRACE,
+        TRACE.but(required=True),
         Opt("sizes", ("--sizes",), "L2 sizes to try, comma-separated: whole GB per rank "
             "(8GB,16GB) or host/device pool ratios (x2,x4). Default: the plan's ladder for "
             "this host.", metavar="LIST"),
         Opt("baseline", ("--baseline",), "Also run with HiCache off first: net benefit is "
             "against it.", kind="flag", default=False),
-        Opt("min_gain", ("--min-gain",), "Plateau rule: stop when a size adds fewer percentage "
-            "points of hit rate.", kind="float", min=0.0, max=100.0, default=1.0,
-            metavar="POINTS"),
+        MIN_GAIN,
         Opt("launch_opt", ("--launch-opt",), "Options for `xputune launch sglang` (repeat, or "
             "quote several: --launch-opt '--write-policy write_through').", multiple=True,
             metavar="OPTS"),

@@ -5,6 +5,8 @@ and the L3 tier's. A command that reads an option its own way takes `OPT.but(hel
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from xputune.cli.output import Format
 from xputune.cli.spec import Opt
 
@@ -199,4 +201,31 @@ KEEP = Opt(
     "keep", ("--keep",), "Keep the result as the last verification in the state directory "
     "(/var/lib/xputune; --root: the tree's), for `xputune status` and `metrics`.",
     kind="flag", default=True, negative="--no-keep",
+)  # fmt: skip
+
+
+class TraceFormat(StrEnum):
+    auto = "auto"
+    mooncake = "mooncake"
+    generic = "generic"
+
+
+#: What tiers, replay and sweep read: one trace, every form (userfiles.open_trace).
+TRACE = Opt(
+    "trace", ("--trace",), "Request trace (JSON lines, plain, gzip or zstd): Mooncake "
+    "(hash_ids, timestamp, output_length) or the generic format.", kind="path", metavar="FILE",
+)  # fmt: skip
+TRACE_FORMAT = Opt(
+    "trace_format", ("--trace-format",), "auto looks for hash_ids in the first request.",
+    kind="choice", choices=tuple(f.value for f in TraceFormat), default=TraceFormat.auto,
+    cast=TraceFormat,
+)  # fmt: skip
+BLOCK_SIZE = Opt(
+    "block_size", ("--block-size",), "Tokens per trace block (Mooncake: 512; generic: its "
+    "page_size).", kind="int", min=1, max=MAX_BLOCK,
+)  # fmt: skip
+MIN_GAIN = Opt(
+    "min_gain", ("--min-gain",), "Plateau rule: a step adding fewer percentage points of hit "
+    "rate than this is flat, and the rule stops before it.", kind="float", min=0.0,
+    max=100.0, default=1.0, metavar="POINTS",
 )  # fmt: skip

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from xputune.cli.options import (
+    BLOCK_SIZE,
     CONFIG,
     DTYPE,
     FORMAT,
     L3_GBPS,
-    MAX_BLOCK,
     MAX_COUNT,
     MAX_GBPS,
     MAX_MS,
+    MIN_GAIN,
     MODEL,
     RECOMPUTE,
     TP_NO_HOST,
+    TRACE,
+    TRACE_FORMAT,
+    TraceFormat,
 )
 from xputune.cli.output import (
     Format,
@@ -30,13 +33,6 @@ from xputune.cli.output import (
 from xputune.cli.spec import Command, Opt
 from xputune.errors import XputuneError
 from xputune.plan.inputs import count
-
-
-class TraceFormat(StrEnum):
-    auto = "auto"
-    mooncake = "mooncake"
-    generic = "generic"
-
 
 MODEL_OPTIONS = (MODEL, CONFIG, TP_NO_HOST, DTYPE, FORMAT)
 MODEL_CMD = Command(
@@ -73,13 +69,9 @@ TIERS = Command(
     ("tiers",),
     "xputune.cli.plan_cmds:tiers_cmd",
     (
-        Opt("trace", ("--trace",), "Request trace (JSON lines): Mooncake or the generic "
-            "format.", kind="path", metavar="FILE"),
-        Opt("trace_format", ("--trace-format",), "auto looks for hash_ids in the first "
-            "request.", kind="choice", choices=tuple(f.value for f in TraceFormat),
-            default=TraceFormat.auto, cast=TraceFormat),
-        Opt("block_size", ("--block-size",), "Tokens per trace block (Mooncake: 512; "
-            "generic: its page_size).", kind="int", min=1, max=MAX_BLOCK),
+        TRACE,
+        TRACE_FORMAT,
+        BLOCK_SIZE,
         Opt("capacity", ("--capacity",), "A capacity to report, in tokens (repeat; 64K, 2M "
             "accepted). Default: a geometric grid up to saturation.", multiple=True,
             metavar="TOKENS"),
@@ -100,8 +92,7 @@ TIERS = Command(
         Opt("tolerance", ("--tolerance",), "Recommend the smallest capacity within this many "
             "percentage points of the best hit rate.", kind="float", min=0.0, max=100.0,
             default=1.0, metavar="POINTS"),
-        Opt("min_gain", ("--min-gain",), "Plateau rule: a step adding fewer percentage points "
-            "is flat.", kind="float", min=0.0, max=100.0, default=1.0, metavar="POINTS"),
+        MIN_GAIN,
         Opt("plot", ("--plot",), "Also draw the curve to FILE (.svg; .png needs matplotlib).",
             kind="path", metavar="FILE"),
         *MODEL_OPTIONS,
@@ -286,11 +277,17 @@ def tiers_cmd(
     if trace is None and measured is None:
         raise XputuneError("give --trace FILE, --measured FILE, or both")
     if plot is not None:
-        _check_plot_target(Path(plot))
+        from xputune.plan.plot import plot_kind
+        from xputune.userfiles import check_writable
+
+        plot_as = plot_kind(Path(plot).name)
+        check_writable(Path(plot), "--plot")
     geometry = _geometry(model, config, tp, dtype)
     caps = [count(c, "--capacity") for c in capacity or []]
     l1_tokens = count(l1, "--l1") if l1 else None
     tiers3 = _three_tier_sizes(l1_tokens, l2, l3, trace, sample_rate)
+    if tiers3 and geometry is None and (l3_gbps is not None or recompute_us is not None):
+        raise XputuneError("--l3-gbps and --recompute-us-per-token need --model")
     from xputune.plan.tiersreport import three_tier_report, tiers_document
     from xputune.plan.traces import parse_measured_table
 
@@ -302,9 +299,7 @@ def tiers_cmd(
             keep=kept,
         )  # fmt: skip
         if tiers3:
-            three = three_tier_report(
-                curve, *tiers3, *_l3_judgement(geometry, tiers3, kept, l3_gbps, recompute_us)
-            )
+            three = three_tier_report(curve, *tiers3, geometry, kept or (), l3_gbps, recompute_us)
     if measured is not None:
         from xputune.userfiles import read_lines
 
@@ -325,7 +320,10 @@ def tiers_cmd(
 
     chart = tiers_chart(data, curve)
     if plot is not None:
-        _write_plot(Path(plot), chart)
+        from xputune.plan.plot import plot_bytes
+        from xputune.userfiles import write_output
+
+        write_output(Path(plot), plot_bytes(chart, plot_as), "plot")
         data["plot"] = plot
     if fmt is not Format.table:
         emit_data(data, fmt)
@@ -350,39 +348,6 @@ def _three_tier_sizes(
     if sample_rate is not None and sample_rate < 1.0:
         raise XputuneError("--l3 needs the exact curve: leave --sample-rate out")
     return l1_tokens, count(l2, "--l2"), count(l3, "--l3")
-
-
-#: The L3 bandwidth per rank the break-even assumes unless told: a 200 Gb/s RDMA NIC at 80%
-#: shared by two ranks, as on the field report's box (plan/l3.py does the same arithmetic).
-DEFAULT_L3_GBPS = 10.0
-
-
-def _l3_judgement(
-    geometry: Any,
-    sizes: tuple[int, int, int],
-    kept: list[Any] | None,
-    gbps: float | None,
-    recompute_us: float | None,
-) -> tuple[Any, Any]:
-    """(break-even, L3 runs) for the three-tier split; (None, None) without a model."""
-    if geometry is None:
-        if gbps is not None or recompute_us is not None:
-            raise XputuneError("--l3-gbps and --recompute-us-per-token need --model")
-        return None, None
-    from dataclasses import replace
-
-    from xputune.plan.hitrate import storage_runs, trace_from_batches
-    from xputune.plan.l3 import Assumptions, break_even
-
-    assume = Assumptions()
-    if recompute_us is not None:
-        assume = replace(assume, recompute_us_per_token=recompute_us)
-    source = "given" if gbps is not None else "assumed: a 200 Gb/s RDMA NIC shared by 2 ranks"
-    be = break_even(geometry, gbps or DEFAULT_L3_GBPS, "rdma", assume, source)
-    l1, l2, l3 = sizes
-    threshold = float("inf") if be.tokens is None else be.tokens
-    runs = storage_runs(trace_from_batches(kept or []), max(l1, l2), l3, threshold)
-    return be, runs
 
 
 def _curve(
@@ -423,52 +388,6 @@ def _tee(batches: Any, keep: list[Any]) -> Any:
     for batch in batches:
         keep.append(batch)
         yield batch
-
-
-def _check_plot_target(path: Path) -> None:
-    """Refuse a --plot that cannot be written before the trace is read, not after."""
-    import importlib.util
-    import os
-
-    suffix = path.suffix.lower()
-    if suffix not in (".svg", ".png"):
-        raise XputuneError(f"--plot: use a .svg or .png file name, got {path.name}")
-    if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
-        raise XputuneError("PNG plots need matplotlib: pip install 'xputune[plot]', or write .svg")
-    try:  # is_dir and exists answer False only for a missing file, not for a name too long
-        if path.is_dir():
-            raise XputuneError(f"--plot: {path} is a directory")
-        parent = path.parent
-        if not parent.is_dir():
-            raise XputuneError(f"--plot: cannot write {path}: no such directory {parent}")
-        if path.exists() and not os.access(path, os.W_OK):
-            raise XputuneError(f"--plot: cannot write {path}: permission denied")
-        if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
-            raise XputuneError(f"--plot: cannot write {path}: {parent} is not writable")
-    except OSError as exc:  # ENAMETOOLONG, EACCES on a folder above: said, not echoed whole
-        from xputune.userfiles import printable
-
-        text = str(path)
-        shown = text if len(text) <= 80 else f"{text[:40]}... ({len(text):,} characters)"
-        raise XputuneError(f"--plot: cannot write {printable(shown)}: {exc.strerror}") from None
-
-
-def _write_plot(path: Path, chart) -> None:
-    from xputune.plan.plot import png_plot, svg_plot
-
-    try:
-        if path.suffix.lower() == ".png":
-            try:
-                payload = png_plot(chart)
-            except ImportError:
-                raise XputuneError(
-                    "PNG plots need matplotlib: pip install 'xputune[plot]', or write .svg"
-                ) from None
-            path.write_bytes(payload)
-        else:
-            path.write_text(svg_plot(chart), encoding="utf-8")
-    except OSError as exc:
-        raise XputuneError(f"cannot write plot {path}: {exc.strerror}") from None
 
 
 def _pct(x: float | None) -> str:

@@ -332,13 +332,39 @@ def _nic_break_even(
         speeds.append(nic.speed_mbps)
     if not speeds:
         return None
-    sharers = _sharers(bindings)
+    return _share_break_even(geometry, min(speeds), _sharers(bindings), protocol, assume)
+
+
+def _share_break_even(
+    geometry: KVGeometry, mbps: int, sharers: int, protocol: str, assume: Assumptions
+) -> BreakEven:
+    """break_even at one rank's share of a NIC of `mbps` that `sharers` ranks use."""
     eff = assume.efficiency(protocol)
-    gb_s = min(speeds) / 8 / 1000 * eff / sharers
-    source = f"{min(speeds) // 1000} Gb/s NIC x {eff:.0%} ({protocol})" + (
+    gb_s = mbps / 8 / 1000 * eff / sharers
+    source = f"{mbps // 1000} Gb/s NIC x {eff:.0%} ({protocol})" + (
         f" shared by {sharers} ranks" if sharers > 1 else ""
     )
     return break_even(geometry, gb_s, protocol, assume, source)
+
+
+#: The NIC a trace's L3 hits are judged over when no host is read (`tiers`): the field
+#: report's box, a 200 Gb/s RDMA NIC shared by two ranks, so 10 GB/s per rank at 80%.
+ASSUMED_NIC_MBPS = 200_000
+ASSUMED_SHARERS = 2
+
+
+def trace_break_even(
+    geometry: KVGeometry, gb_s: float | None = None, recompute_us: float | None = None
+) -> BreakEven:
+    """The break-even of a trace's L3 hits, no host read: at the bandwidth per rank given, else
+    over the assumed NIC (the same arithmetic as a host's own NIC)."""
+    assume = Assumptions()
+    if recompute_us is not None:
+        assume = replace(assume, recompute_us_per_token=recompute_us)
+    if gb_s is not None:
+        return break_even(geometry, gb_s, "rdma", assume, "given")
+    shared = _share_break_even(geometry, ASSUMED_NIC_MBPS, ASSUMED_SHARERS, "rdma", assume)
+    return replace(shared, source=f"assumed: {shared.source}")
 
 
 def unbound_ranks(tp: int) -> Bindings:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from xputune.errors import XputuneError
+
 
 @dataclass(frozen=True)
 class Series:
@@ -160,6 +162,32 @@ def svg_plot(chart: Chart, width: int = 720, height: int = 420) -> str:
         )
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+PNG_NEEDS = "PNG plots need matplotlib: pip install 'xputune[plot]', or write .svg"
+
+
+def plot_kind(name: str) -> str:
+    """"svg" or "png" from a file name; one line when it is neither, or PNG cannot be drawn
+    here (asked before a trace is read, not after)."""
+    import importlib.util
+
+    suffix = name.rpartition(".")[2].lower() if "." in name else ""
+    if suffix not in ("svg", "png"):
+        raise XputuneError(f"--plot: use a .svg or .png file name, got {name}")
+    if suffix == "png" and importlib.util.find_spec("matplotlib") is None:
+        raise XputuneError(PNG_NEEDS)
+    return suffix
+
+
+def plot_bytes(chart: Chart, kind: str) -> bytes:
+    """The chart as the file's bytes, in the kind plot_kind() said."""
+    if kind == "svg":
+        return svg_plot(chart).encode("utf-8")
+    try:
+        return png_plot(chart)
+    except ImportError:
+        raise XputuneError(PNG_NEEDS) from None
 
 
 def png_plot(chart: Chart) -> bytes:

@@ -12,11 +12,13 @@ from xputune.plan.hitrate import (
     HitCurve,
     StorageRuns,
     default_grid,
+    storage_runs,
     three_tier_point,
     tier_point,
+    trace_from_batches,
 )
 from xputune.plan.knee import knee, plateau_rule, recommend
-from xputune.plan.l3 import BreakEven
+from xputune.plan.l3 import BreakEven, trace_break_even
 from xputune.plan.traces import MeasuredTable
 
 GB = 1e9
@@ -214,11 +216,22 @@ def three_tier_report(
     l1_tokens: int,
     l2_tokens: int,
     l3_tokens: int,
-    break_even: BreakEven | None = None,
-    runs: StorageRuns | None = None,
+    geometry: KVGeometry | None = None,
+    batches: Sequence[Any] = (),
+    l3_gb_s: float | None = None,
+    recompute_us: float | None = None,
 ) -> dict[str, Any]:
-    """The "three_tiers" part of `tiers --format json`: hits by tier of L1 + L2 + L3, the
-    break-even of an L3 hit, and how many of this trace's L3 hits are long enough to pay."""
+    """The "three_tiers" part of `tiers --format json`: hits by tier of L1 + L2 + L3, and with
+    the model's geometry the break-even of an L3 hit (at `l3_gb_s` per rank, else over the
+    assumed NIC: plan/l3.py) and how many of this trace's L3 hits (its `batches` read again)
+    are long enough to pay."""
+    break_even: BreakEven | None = None
+    runs: StorageRuns | None = None
+    if geometry is not None:
+        break_even = trace_break_even(geometry, l3_gb_s, recompute_us)
+        threshold = float("inf") if break_even.tokens is None else break_even.tokens
+        trace = trace_from_batches(list(batches))
+        runs = storage_runs(trace, max(l1_tokens, l2_tokens), l3_tokens, threshold)
     t = three_tier_point(curve, l1_tokens, l2_tokens, l3_tokens)
     out: dict[str, Any] = {
         "l1_tokens": l1_tokens,
