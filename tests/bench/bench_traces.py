@@ -11,9 +11,11 @@ committed), then runs, interleaved for several rounds, each as a child process:
   base   the same command from another checkout (--base DIR, e.g. a `git worktree` of the
          commit before the change), for before/after figures
 and prints min/median/max wall time, each one's ratio to json in the same round, and each
-child's peak RSS (os.wait4). Also: `--sample-rate 0.01` (time and peak RSS: it reads the trace
-twice, ids only then batches, see hitrate.sampled_curve_stream; and its worst error against the
-exact curve at fixed capacities), the gzip-compressed trace, and the long-prompt trace.
+child's peak RSS (os.wait4). Children write bytecode (PYTHONDONTWRITEBYTECODE is dropped from
+their environment) and a warm-up round runs first, so the rounds measure a user's second run.
+Also: `--sample-rate 0.01` (time and peak RSS: it reads the trace twice, ids only then
+batches, see hitrate.sampled_curve_stream; and its worst error against the exact curve at
+fixed capacities), the gzip-compressed trace, and the long-prompt trace.
 The exact curves of tiers and base must agree exactly, and so must their sampled curves
 (compared on their JSON output).
 
@@ -108,7 +110,11 @@ def tiers_cmd(trace: Path, *extra: str) -> list[str]:
 
 
 def env_for(checkout: Path) -> dict[str, str]:
-    env = dict(os.environ)
+    """Children import `checkout`'s code, with bytecode writing on (as a real install has it,
+    and as bench_probe.py runs): with PYTHONDONTWRITEBYTECODE set, as in some shells, every
+    run compiled the modules whose .pyc was missing or stale again (~30 ms a run, which the
+    json loop never pays); the warm-up round writes them."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(checkout)
     return env
 
