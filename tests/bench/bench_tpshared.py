@@ -15,11 +15,10 @@ Run: .venv/bin/python tests/bench/bench_tpshared.py [SIZE [SHM_DIR]]   (default 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
 import time
 import uuid
-
-import psutil
 
 from xputune.hicache import linux_mm
 from xputune.hicache.hostbench import parse_size
@@ -34,9 +33,18 @@ def _rank(mode, name, size, rank, ready, hold, shm_dir=SHM_DIR):
         buf = TpSharedBuffer(name, size, rank, TP, timeout=120, shm_dir=shm_dir)
     else:
         buf = HostBuffer(size)
-    ready.put((rank, psutil.Process().pid, buf.address, buf.timings))
+    ready.put((rank, os.getpid(), buf.address, buf.timings))
     hold.wait(120)
     buf.close()
+
+
+def _pss(pid: int) -> int:
+    """The process's proportional set size in bytes (the kernel's smaps_rollup)."""
+    from xputune.host import open_host
+    from xputune.host.values import meminfo_bytes
+
+    path = f"/proc/{pid}/smaps_rollup"
+    return meminfo_bytes(open_host().read_text(path), "Pss", path)
 
 
 def measure(mode: str, size: int, shm_dir: str = SHM_DIR) -> dict:
@@ -53,7 +61,7 @@ def measure(mode: str, size: int, shm_dir: str = SHM_DIR) -> dict:
         got = [ready.get(timeout=180) for _ in range(TP)]
         setup = time.perf_counter() - t
         maps = [linux_mm.mapping_stats(addr, pid) for _, pid, addr, _ in got]
-        whole = [psutil.Process(pid).memory_full_info().pss for _, pid, _, _ in got]
+        whole = [_pss(pid) for _, pid, _, _ in got]
     finally:
         hold.set()
         for p in procs:

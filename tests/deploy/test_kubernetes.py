@@ -438,6 +438,21 @@ def test_the_donors_arguments_parse_with_the_real_cli() -> None:
         _parse([a.replace("--l3-master", "--l3-mastr") for a in argv])
 
 
+@pytest.fixture
+def pod_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """numactl and mooncake_client on PATH, as the L3 image has them (a dry run without them
+    would say it refuses and end 3, whatever this machine is)."""
+    from xputune.launch import donors
+
+    folder = tmp_path / "pod-bin"
+    folder.mkdir()
+    for name in ("numactl", "mooncake_client"):
+        (folder / name).write_text("#!/bin/sh\nexit 0\n")
+        (folder / name).chmod(0o755)
+    monkeypatch.setattr(donors, "package_client", lambda: None)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
 def _donor_lines(capsys: pytest.CaptureFixture[str]) -> list[list[str]]:
     """The pod's command, run as a dry run on the bundled P800 recording."""
     from xputune.cli.entry import main
@@ -448,7 +463,7 @@ def _donor_lines(capsys: pytest.CaptureFixture[str]) -> list[list[str]]:
     return [shlex.split(line) for line in out.splitlines()]
 
 
-def test_one_dry_run_of_the_donors_command_on_a_recording(capsys) -> None:
+def test_one_dry_run_of_the_donors_command_on_a_recording(capsys, pod_tools) -> None:
     params = _parse(_donors_argv())
     lines = _donor_lines(capsys)
     assert len(lines) == 4  # one per RDMA NIC of the P800 box
@@ -487,7 +502,7 @@ def _flag_errors(binary: Path, flags: list[str], sentinel_flag: str) -> list[str
     return [e for e in errors if e != sentinel]
 
 
-def test_mooncake_flags_are_the_real_binaries_own(capsys) -> None:
+def test_mooncake_flags_are_the_real_binaries_own(capsys, pod_tools) -> None:
     """The master's arguments and each donor's mooncake_client flags (from the dry run above),
     given to the real binaries: no flag unknown, no value illegal."""
     master = _mooncake_binary("mooncake_master")

@@ -84,11 +84,13 @@ def _can_lock(size: int) -> bool:
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     if soft == resource.RLIM_INFINITY or soft >= size:
         return True
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("CapEff:"):
-                return bool(int(line.split()[1], 16) >> CAP_IPC_LOCK & 1)
-    return False
+    from xputune.host import open_host
+    from xputune.host.procinfo import status_field
+    from xputune.host.values import parse_hex
+
+    path = "/proc/self/status"
+    value = status_field(open_host().read_text(path), "CapEff", path)
+    return value is not None and bool(parse_hex(value, path, 64) >> CAP_IPC_LOCK & 1)
 
 
 def choose_registrar(pin: str, size: int) -> HostRegistrar:
@@ -172,9 +174,11 @@ def thp_setting(host: HostView, name: str) -> str:
 
 def plan_size(requested: int | None) -> tuple[int, bool]:
     """The size to test, rounded to 2 MiB, and whether it was capped to spare memory."""
-    import psutil
+    from xputune.host import open_host
+    from xputune.host.values import meminfo_bytes
 
-    cap = int(psutil.virtual_memory().available * MEMORY_FRACTION)
+    available = meminfo_bytes(open_host().read_text("/proc/meminfo"), "MemAvailable", "meminfo")
+    cap = int(available * MEMORY_FRACTION)
     size = requested if requested is not None else DEFAULT_SIZE
     capped = size > cap
     size = min(size, cap)

@@ -18,7 +18,7 @@ import platform
 from dataclasses import dataclass
 from functools import cache
 
-from xputune.host import procmaps
+from xputune.host import open_host, procinfo, procmaps
 
 PAGE_SIZE = mmap.PAGESIZE
 HUGE_PAGE_SIZE = 2 * 1024 * 1024  # a PMD-mapped THP on x86_64 and on 4K-granule aarch64
@@ -146,9 +146,7 @@ class MappingStats:
 
 def mapping_stats(addr: int, pid: int | str = "self") -> MappingStats:
     """Smaps of the VMA holding `addr`; LookupError when no mapping covers it."""
-    with open(f"/proc/{pid}/smaps") as f:
-        text = f.read()
-    return parse_smaps(text, addr)
+    return parse_smaps(open_host().read_text(f"/proc/{pid}/smaps"), addr)
 
 
 def parse_smaps(text: str, addr: int) -> MappingStats:
@@ -174,10 +172,8 @@ def parse_smaps(text: str, addr: int) -> MappingStats:
 
 def numa_maps_line(addr: int, pid: int | str = "self") -> str:
     """The /proc/PID/numa_maps line of the VMA starting at `addr` ("" without NUMA support)."""
-    try:
-        with open(f"/proc/{pid}/numa_maps") as f:
-            text = f.read()
-    except FileNotFoundError:
+    text = open_host().read_optional(f"/proc/{pid}/numa_maps")
+    if text is None:
         return ""
     for line in text.splitlines():
         start, _, rest = line.partition(" ")
@@ -195,8 +191,6 @@ def parse_numa_maps(rest: str) -> tuple[str, dict[int, int]]:
 
 def page_table_bytes(pid: int | str = "self") -> int:
     """VmPTE of a process: the memory its page tables take right now."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmPTE:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    path = f"/proc/{pid}/status"
+    value = procinfo.status_field(open_host().read_text(path), "VmPTE", path)
+    return int(value.split()[0]) * 1024 if value else 0

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from xputune.errors import HostError
 from xputune.hicache import linux_mm
 from xputune.host import HostView, open_host
+from xputune.host.procinfo import status_field
 from xputune.host.values import format_cpulist, parse_cpulist
 
 MPOL_DEFAULT = 0
@@ -64,11 +65,9 @@ def node_cpus(node: int, host: HostView | None = None) -> tuple[int, ...]:
 
 def allowed_nodes() -> tuple[int, ...]:
     """Nodes this process may allocate on (cpuset.mems), which mbind must stay within."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("Mems_allowed_list:"):
-                return parse_cpulist(line.split(":", 1)[1], "/proc/self/status")
-    return online_nodes()
+    path = "/proc/self/status"
+    value = status_field(open_host().read_text(path), "Mems_allowed_list", path)
+    return parse_cpulist(value, path) if value is not None else online_nodes()
 
 
 def _mask(nodes: Iterable[int]) -> ctypes.Array:
