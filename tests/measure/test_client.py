@@ -200,3 +200,12 @@ def test_a_server_without_server_info_is_not_sglang(hostile) -> None:
     handler.mode = "404"
     with pytest.raises(ServerError, match=r"does not look like an SGLang server \(GET .*HTTP 404"):
         read_server(Endpoint.parse(url))
+
+
+@pytest.mark.parametrize("url", ["x" * 10240, "http://a..b:1", "http://" + "y" * 64 + ".io"])
+def test_a_host_name_no_connection_could_send_is_one_short_line(url: str) -> None:
+    """Found by the argument fuzz: a 10,240-character --url reached the connection, whose
+    IDNA encoding raised UnicodeError ("label too long") out of main()."""
+    with pytest.raises(XputuneError, match="not a host name") as refused:
+        Endpoint.parse(url)
+    assert len(str(refused.value)) < 200

@@ -139,19 +139,26 @@ class Endpoint:
     @classmethod
     def parse(cls, url: str) -> Endpoint:
         text = url.strip()
+        shown = repr(printable(url if len(url) <= 100 else f"{url[:60]}... ({len(url):,} chars)"))
         if "://" not in text:
             text = "http://" + text
         try:
             parts = urlsplit(text)
             port = parts.port
         except ValueError as exc:
-            raise XputuneError(f"--url {printable(url)!r}: {exc}") from None
+            raise XputuneError(f"--url {shown}: {exc}") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise XputuneError(
-                f"--url {printable(url)!r}: give http://HOST:PORT (the server's address)"
-            )
+            raise XputuneError(f"--url {shown}: give http://HOST:PORT (the server's address)")
         if parts.query or parts.fragment:
-            raise XputuneError(f"--url {printable(url)!r}: no query or fragment, only the base")
+            raise XputuneError(f"--url {shown}: no query or fragment, only the base")
+        if ":" not in parts.hostname:  # a name (an IPv6 literal is checked by urlsplit)
+            try:
+                parts.hostname.encode("idna")  # what the connection will send
+            except UnicodeError:
+                raise XputuneError(
+                    f"--url {shown}: not a host name (each dot-separated part 1 to 63 "
+                    "characters)"
+                ) from None
         default = 443 if parts.scheme == "https" else 80
         return cls(parts.scheme, parts.hostname, port or default, parts.path.rstrip("/"))
 
