@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xputune.cli.options import FORMAT, MAX_NODE
 from xputune.cli.output import Format, console, emit_data
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 
 BENCH_HOST = Command(
     ("bench", "host"),
@@ -22,7 +22,7 @@ BENCH_HOST = Command(
 )  # fmt: skip
 
 
-def host(size: str | None, node: int | None, pin: str, fmt: Format) -> None:
+def host(req: Request) -> None:
     """Measure what 4 KB pages cost a pinned host KV buffer, against MADV_HUGEPAGE.
 
     HiCache's L2 pool is host memory registered with the card (cudaHostRegister,
@@ -41,11 +41,11 @@ def host(size: str | None, node: int | None, pin: str, fmt: Format) -> None:
     """
     from xputune.hicache.hostbench import bench_host, parse_size
 
-    data = bench_host(parse_size(size) if size else None, node, pin)
-    if fmt is Format.table:
+    data = bench_host(parse_size(req.size) if req.size else None, req.node, req.pin)
+    if req.fmt is Format.table:
         _render(data)
     else:
-        emit_data(data, fmt)
+        emit_data(data, req.fmt)
 
 
 def _render(data: dict) -> None:

@@ -16,7 +16,7 @@ from xputune.cli.output import (
     shell_command,
     text,
 )
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 from xputune.cli.suggest import same_host as same_host
 from xputune.cli.suggest import suggestion
 from xputune.host import open_host
@@ -179,15 +179,7 @@ def print_fix_all(out: Console, words: list[str], view: HostView, root: str | No
     lines(" \\\n&& ".join(steps))
 
 
-def run_check(
-    profile: str | None,
-    only: list[str] | None,
-    skip: list[str] | None,
-    root: str | None,
-    example: str | None,
-    drift: bool,
-    fmt: Format,
-) -> int:
+def run_check(req: Request) -> int:
     """Compare the host with a profile: one row per setting, with the fix for each drift.
 
     Each row says what the setting should be, what it is, and the exact command that fixes
@@ -207,15 +199,15 @@ def run_check(
     """
     from xputune.tune import engine
 
-    view, _, selection, ctx = setup(root, example, profile, None, only, skip)
+    view, _, selection, ctx = setup(req.root, req.example, req.profile, None, req.only, req.skip)
     rows = engine.check(ctx, selection)
     ok = all(r.holds for r in rows)
-    if fmt is not Format.table:
-        emit_data(engine.check_document(view, selection, rows), fmt)
+    if req.fmt is not Format.table:
+        emit_data(engine.check_document(view, selection, rows), req.fmt)
         return 0 if ok else 1
     out = console()
     out.print(text(profile_line(selection)))
-    if drift:
+    if req.drift:
         print_drift(out, rows)
     else:
         print_rows(out, rows)
@@ -225,5 +217,5 @@ def run_check(
         out.print(f"[green]all {len(rows)} settings hold[/green]")
         return 0
     out.print(text(f"{len(rows) - held} of {len(rows)} settings drift; fix them all with:", "red"))
-    print_fix_all(out, ["apply", *selection.persist_args()], view, root)
+    print_fix_all(out, ["apply", *selection.persist_args()], view, req.root)
     return 1

@@ -14,7 +14,7 @@ from xputune.cli.options import (
     L3_SEGMENT_GB,
     ROOT,
 )
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 from xputune.host import open_host
 
 LAUNCH_DONORS = Command(
@@ -42,17 +42,7 @@ LAUNCH_DONORS = Command(
 )  # fmt: skip
 
 
-def run_donors(
-    l3_master: str,
-    l3_host: str | None,
-    l3_protocol: str | None,
-    l3_segment_gb: float | None,
-    l3_pool_gb: float | None,
-    force: bool,
-    dry_run: bool,
-    root: str | None,
-    example: str | None,
-) -> int:
+def run_donors(req: Request) -> int:
     """Run this decode node's DRAM donors for the L3 pool: one mooncake_client per RDMA NIC.
 
     Plans the donors as `xputune plan --l3 mooncake --role decode` does (each NIC's donor
@@ -85,21 +75,21 @@ def run_donors(
     from xputune.topology.discover import discover
     from xputune.userfiles import printable
 
-    policy.refuse_recording(bool(root or example), dry_run, "the donors")
+    policy.refuse_recording(bool(req.root or req.example), req.dry_run, "the donors")
     request = L3Request(
-        "mooncake", pool_gb=l3_pool_gb, segment_gb=l3_segment_gb, protocol=l3_protocol,
-        role="decode", master=l3_master, local_hostname=l3_host,
+        "mooncake", pool_gb=req.l3_pool_gb, segment_gb=req.l3_segment_gb, protocol=req.l3_protocol,
+        role="decode", master=req.l3_master, local_hostname=req.l3_host,
     )  # fmt: skip
-    topo = discover(open_host(root, example))
-    prepared = donors.prepare(topo, request, force=force, live=not dry_run)
+    topo = discover(open_host(req.root, req.example))
+    prepared = donors.prepare(topo, request, force=req.force, live=not req.dry_run)
     for line in prepared.notes:  # NIC names and the host's values: data
         sys.stderr.write(printable(line) + "\n")
     # what this host lacks (exit table: 3), the same status for the run and its dry run
     status = exits.UNSUPPORTED if prepared.refusals else exits.OK
-    if prepared.refusals and not dry_run:
+    if prepared.refusals and not req.dry_run:
         refuse(prepared.refusals, status, "the donors")
     would_refuse(prepared.refusals)
-    if dry_run:
+    if req.dry_run:
         for command in prepared.commands:
             for line in shell_command(command, None, columns(), (HOST_VARIABLE,)).splitlines():
                 print(printable(line))

@@ -90,6 +90,7 @@ def run(args: Sequence[str]) -> int:
     """Parse and run one command line; its exit status."""
     from xputune.cli import output, registry
     from xputune.cli.parse import parse
+    from xputune.cli.spec import Request
 
     found = registry.find(args)
     if found is None:
@@ -102,7 +103,7 @@ def run(args: Sequence[str]) -> int:
     import importlib
 
     try:
-        code = getattr(importlib.import_module(module), name)(**values)
+        code = getattr(importlib.import_module(module), name)(Request(values))
     finally:
         output.consulted()
     return code if isinstance(code, int) else exits.OK

@@ -8,7 +8,7 @@ import sys
 from xputune.cli import exits
 from xputune.cli.options import EXAMPLE, FORMAT, MAX_EXPIRY_MINUTES, PROFILE, ROOT
 from xputune.cli.output import Format, console, emit_data, note
-from xputune.cli.spec import Arg, Command, Opt
+from xputune.cli.spec import Arg, Command, Opt, Request
 from xputune.host import open_host
 
 JUDGE = PROFILE.but(
@@ -64,9 +64,7 @@ def _host(root: str | None, example: str | None, profile: str | None):
     return topo, host_name(view), judge(view, topo, profile)
 
 
-def metrics(
-    root: str | None, example: str | None, profile: str | None, textfile: str | None
-) -> None:
+def metrics(req: Request) -> None:
     """Print the host's layout, links, PCIe ordering and drift as Prometheus metrics.
 
     Text exposition format, names prefixed xputune_, values in base units: per card its NUMA
@@ -90,8 +88,8 @@ def metrics(
     from xputune.fleet.metrics import exposition
     from xputune.tune import verifystate
 
-    topo, host, judgement = _host(root, example, profile)
-    view = open_host(root, example)
+    topo, host, judgement = _host(req.root, req.example, req.profile)
+    view = open_host(req.root, req.example)
     watch, warning = watchstate.read(view)  # where `xputune watch` runs
     if warning:
         note(f"xputune: warning: {warning}")
@@ -99,16 +97,14 @@ def metrics(
     if warning:
         note(f"xputune: warning: {warning}")
     text = exposition(topo, host, judgement, watch, verification=verification)
-    if textfile is None:
+    if req.textfile is None:
         sys.stdout.write(text)
     else:
-        path = write_atomic(textfile, "xputune.prom", text)
+        path = write_atomic(req.textfile, "xputune.prom", text)
         note(f"wrote {path}")
 
 
-def labels(
-    nfd: str, root: str | None, example: str | None, profile: str | None, expiry: int
-) -> None:
+def labels(req: Request) -> None:
     """Write node labels for the scheduler as a Node Feature Discovery local feature file.
 
     Labels (prefix xputune.io/): card-count, card-model, card-vendor, card-numa-nodes (the node
@@ -129,17 +125,17 @@ def labels(
     from xputune.fleet.labels import FILE_NAME, feature_file
     from xputune.fleet.labels import labels as make_labels
 
-    topo, _, judgement = _host(root, example, profile)
+    topo, _, judgement = _host(req.root, req.example, req.profile)
     text = feature_file(make_labels(topo, judgement),
-                        expiry=timedelta(minutes=expiry) if expiry else None)  # fmt: skip
-    if nfd == "-":
+                        expiry=timedelta(minutes=req.expiry) if req.expiry else None)  # fmt: skip
+    if req.nfd == "-":
         sys.stdout.write(text)
     else:
-        path = write_atomic(nfd, FILE_NAME, text)
+        path = write_atomic(req.nfd, FILE_NAME, text)
         note(f"wrote {path}")
 
 
-def report(files: list[str], fmt: Format) -> int:
+def report(req: Request) -> int:
     """Which hosts drift, which cards run degraded links, which hosts differ in layout.
 
     Each file is a probe or a check document of one host (told apart by content); the host is
@@ -159,9 +155,9 @@ def report(files: list[str], fmt: Format) -> int:
     """
     from xputune.fleet.report import build, has_findings, load_files
 
-    doc = build(load_files(files))
-    if fmt is not Format.table:
-        emit_data(doc, fmt)
+    doc = build(load_files(req.files))
+    if req.fmt is not Format.table:
+        emit_data(doc, req.fmt)
     else:
         _render(doc)
     return exits.DIFFERENCE if has_findings(doc) else exits.OK

@@ -17,7 +17,7 @@ from xputune.cli.options import (
     MAX_TOKENS,
 )
 from xputune.cli.output import Format, console, emit_data
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 
 
 class HostLayout(StrEnum):
@@ -116,16 +116,7 @@ BENCH_COPY = Command(
 )  # fmt: skip
 
 
-def plan_cmd(
-    layout: list[HostLayout],
-    tokens: int,
-    page_size: int,
-    layers: int,
-    item_size: int,
-    pattern: Pattern,
-    direction: Direction,
-    fmt: Format,
-) -> None:
+def plan_cmd(req: Request) -> None:
     """Count the copy segments (DMA submissions) a transfer costs in each host layout.
 
     The device side is SGLang's pool of per-layer buffers; the host side is the layout. A
@@ -141,40 +132,45 @@ def plan_cmd(
     """
     from xputune.kernels.planner import HOST_LAYOUTS, host_transfer_plan
 
-    chosen = [x.value for x in layout] if layout else list(HOST_LAYOUTS)
+    chosen = [x.value for x in req.layout] if req.layout else list(HOST_LAYOUTS)
     rows: list[dict[str, Any]] = []
     for name in chosen:
         segs = host_transfer_plan(
-            name, tokens, page_size=page_size, layers=layers, item_size=item_size,
-            pattern=pattern.value, direction=direction.value,
+            name, req.tokens, page_size=req.page_size, layers=req.layers, item_size=req.item_size,
+            pattern=req.pattern.value, direction=req.direction.value,
         )  # fmt: skip
         rows.append({"layout": name, **segs.summary()})
     base = host_transfer_plan(
-        "layer_first", tokens, page_size=page_size, layers=layers, item_size=item_size,
-        pattern=pattern.value, direction=direction.value,
-    ).count  # fmt: skip
+        "layer_first",
+        req.tokens,
+        page_size=req.page_size,
+        layers=req.layers,
+        item_size=req.item_size,
+        pattern=req.pattern.value,
+        direction=req.direction.value,
+    ).count
     for r in rows:
         r["vs_layer_first"] = round(r["segments"] / base, 1) if base else None
-    if fmt is not Format.table:
+    if req.fmt is not Format.table:
         emit_data(
             {
                 "schema_version": 1,
-                "tokens": tokens,
-                "page_size": page_size,
-                "layers": layers,
-                "item_size": item_size,
-                "pattern": pattern.value,
-                "direction": direction.value,
+                "tokens": req.tokens,
+                "page_size": req.page_size,
+                "layers": req.layers,
+                "item_size": req.item_size,
+                "pattern": req.pattern.value,
+                "direction": req.direction.value,
                 "layouts": rows,
             },
-            fmt,
+            req.fmt,
         )
         return
     from rich.table import Table
 
     table = Table(
-        title=f"{tokens} tokens x {layers} layers, page {page_size}, {item_size} B/token/layer, "
-        f"{direction.value}, host slots {pattern.value}"
+        title=f"{req.tokens} tokens x {req.layers} layers, page {req.page_size}, "
+        f"{req.item_size} B/token/layer, {req.direction.value}, host slots {req.pattern.value}"
     )
     table.add_column("layout", no_wrap=True)
     for col in ("segments", "mean segment", "largest segment", "vs layer_first"):
@@ -188,7 +184,7 @@ def plan_cmd(
     console().print(table)
 
 
-def build_cmd(force: bool, fmt: Format) -> int:
+def build_cmd(req: Request) -> int:
     """Build the copy backends into the per-user cache (XPUTUNE_CACHE_DIR, else
     ~/.cache/xputune/kernels, /var/cache/xputune/kernels for root).
 
@@ -204,11 +200,11 @@ def build_cmd(force: bool, fmt: Format) -> int:
     """
     from xputune.kernels.build import build_all
 
-    outcomes = build_all(force=force)
+    outcomes = build_all(force=req.force)
     rows = [{"backend": o.title, "status": o.status, "detail": o.detail} for o in outcomes]
     failed = any(o.status == "failed" for o in outcomes)
-    if fmt is not Format.table:
-        emit_data({"schema_version": 1, "backends": rows}, fmt)
+    if req.fmt is not Format.table:
+        emit_data({"schema_version": 1, "backends": rows}, req.fmt)
     else:
         from rich.table import Table
 
@@ -223,7 +219,7 @@ def build_cmd(force: bool, fmt: Format) -> int:
     return exits.DIFFERENCE if failed else exits.OK
 
 
-def selftest_cmd(rounds: int, seed: int, fmt: Format) -> int:
+def selftest_cmd(req: Request) -> int:
     """Check every copy operator against a numpy reference on this machine's devices.
 
     Runs each operator in both directions on random geometries and indices: on
@@ -237,12 +233,12 @@ def selftest_cmd(rounds: int, seed: int, fmt: Format) -> int:
     """
     from xputune.kernels import selftest
 
-    outcomes = selftest.run(rounds=rounds, seed=seed)
+    outcomes = selftest.run(rounds=req.rounds, seed=req.seed)
     ok = all(o.ok for o in outcomes)
-    if fmt is not Format.table:
+    if req.fmt is not Format.table:
         emit_data(
             {"schema_version": 1, "ok": ok, "results": [vars(o) for o in outcomes]},
-            fmt,
+            req.fmt,
         )
     else:
         from rich.table import Table
@@ -262,20 +258,7 @@ def selftest_cmd(rounds: int, seed: int, fmt: Format) -> int:
     return exits.OK if ok else exits.DIFFERENCE
 
 
-def bench_copy_cmd(
-    layout: list[HostLayout],
-    direction: list[Direction],
-    tokens: int,
-    layers: int,
-    pool_layers: int,
-    item_size: int,
-    page_size: int,
-    pattern: Pattern,
-    repeats: int,
-    device: BenchDevice,
-    threads: int,
-    fmt: Format,
-) -> None:
+def bench_copy_cmd(req: Request) -> None:
     """Copy bandwidth per host layout and direction next to one plain copy of the same bytes.
 
     Each case runs the operator SGLang would call (layer_first: transfer_kv_per_layer_mla /
@@ -292,44 +275,53 @@ def bench_copy_cmd(
     from xputune.kernels import bench
     from xputune.kernels.planner import HOST_LAYOUTS
 
-    layouts = tuple(x.value for x in layout) if layout else HOST_LAYOUTS
-    directions = tuple(x.value for x in direction) if direction else ("h2d", "d2h")
-    total = len(layouts) * len(directions) * repeats
-    bench.check_args(layers, pool_layers)
+    layouts = tuple(x.value for x in req.layout) if req.layout else HOST_LAYOUTS
+    directions = tuple(x.value for x in req.direction) if req.direction else ("h2d", "d2h")
+    total = len(layouts) * len(directions) * req.repeats
+    bench.check_args(req.layers, req.pool_layers)
     from rich.progress import Progress
 
     err = _stderr_console()
     with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("copy benchmark", total=total)
         backend, rows = bench.run(
-            tokens=tokens, layers=layers, pool_layers=pool_layers, item_size=item_size,
-            page_size=page_size, pattern=pattern.value, repeats=repeats, layouts=layouts,
-            directions=directions, device=device.value, threads=threads,
+            tokens=req.tokens,
+            layers=req.layers,
+            pool_layers=req.pool_layers,
+            item_size=req.item_size,
+            page_size=req.page_size,
+            pattern=req.pattern.value,
+            repeats=req.repeats,
+            layouts=layouts,
+            directions=directions,
+            device=req.device.value,
+            threads=req.threads,
             progress=lambda: progress.advance(task),
-        )  # fmt: skip
-    if fmt is not Format.table:
+        )
+    if req.fmt is not Format.table:
         emit_data(
             {
                 "schema_version": 1,
                 "backend": backend,
-                "tokens": tokens,
-                "layers": layers,
-                "pool_layers": pool_layers,
-                "item_size": item_size,
-                "page_size": page_size,
-                "pattern": pattern.value,
-                "repeats": repeats,
+                "tokens": req.tokens,
+                "layers": req.layers,
+                "pool_layers": req.pool_layers,
+                "item_size": req.item_size,
+                "page_size": req.page_size,
+                "pattern": req.pattern.value,
+                "repeats": req.repeats,
                 "results": bench.rows_as_dicts(rows),
             },
-            fmt,
+            req.fmt,
         )
         return
     from rich.table import Table
 
     base_name = "memcpy" if backend == "host" else "plain copy"
     table = Table(
-        title=f"{backend} backend: {tokens} tokens x {layers} layer(s), {item_size} B/token, "
-        f"page {page_size}, host slots {pattern.value} (best of {repeats})",
+        title=f"{backend} backend: {req.tokens} tokens x {req.layers} layer(s), "
+        f"{req.item_size} B/token, page {req.page_size}, host slots {req.pattern.value} "
+        f"(best of {req.repeats})",
         caption="GB/s: best run; ratio: median of back-to-back pairs (baseline time / case "
         "time). operator: transfer_kv_<name>; page_first has no direct operator upstream, so "
         "its planned segments are copied",

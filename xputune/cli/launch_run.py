@@ -8,7 +8,7 @@ from pathlib import Path
 
 from xputune.cli import exits
 from xputune.cli.options import EXAMPLE, KEEP, L3_SHARED, PLAN_SHARED, PROFILE, PYTHON, ROOT
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 from xputune.host import open_host
 
 TYPE_CHECKING = False
@@ -56,37 +56,7 @@ LAUNCH_SGLANG = Command(
 )  # fmt: skip
 
 
-def run_launch(
-    user_args: list[str],
-    model: str | None,
-    config: str | None,
-    tp: int | None,
-    strategy: str,
-    tier: str | None,
-    cards: str | None,
-    dtype: str,
-    write_policy: str,
-    node_reserve_gb: float | None,
-    l3: str | None,
-    l3_pool_gb: float | None,
-    l3_segment_gb: float | None,
-    l3_master: str | None,
-    l3_protocol: str | None,
-    l3_dir: str | None,
-    l3_prefetch: str,
-    l3_host: str | None,
-    features: str,
-    profile: str | None,
-    force: bool,
-    dry_run: bool,
-    stats_dir: str | None,
-    verify: bool,
-    keep: bool,
-    verify_timeout: float,
-    python: str | None,
-    root: str | None,
-    example: str | None,
-) -> int | None:
+def run_launch(req: Request) -> int | None:
     """Run `python -m sglang.launch_server` bound, sized and tuned for this machine.
 
     Computes --numa-node, --enable-hierarchical-cache, --hicache-size (explicit and per rank,
@@ -144,6 +114,7 @@ def run_launch(
         xputune launch sglang --l3 mooncake --l3-master m1:50051 -- --model-path \\
             /m/GLM-5
     """
+    model, tp = req.model, req.tp  # this runner rewrites them
     from xputune.cli.requests import plan_request
     from xputune.launch import policy, preflight
     from xputune.launch.cpu import is_cpu_device
@@ -153,30 +124,24 @@ def run_launch(
     from xputune.topology.discover import discover
     from xputune.userfiles import model_config, printable
 
-    policy.refuse_recording(bool(root or example), dry_run)
-    tp = policy.reconcile_tp(tp, user_args)
-    model, config_text = policy.model_from_args(model, config, user_args)
+    policy.refuse_recording(bool(req.root or req.example), req.dry_run)
+    tp = policy.reconcile_tp(tp, req.user_args)
+    model, config_text = policy.model_from_args(model, req.config, req.user_args)
     named = resolve_model(model, model_config(model, Path(config_text) if config_text else None))
     request = policy.LaunchRequest(
-        plan=plan_request(
-            named, tp=tp, strategy=strategy, tier=tier, cards=cards, dtype=dtype,
-            write_policy=write_policy, force=force, l3=l3, l3_pool_gb=l3_pool_gb,
-            l3_segment_gb=l3_segment_gb, l3_master=l3_master, l3_protocol=l3_protocol,
-            l3_dir=l3_dir, l3_prefetch=l3_prefetch, l3_host=l3_host,
-            node_reserve_gb=node_reserve_gb,
-        ),
-        user_args=tuple(user_args),
-        features=tuple(f.strip() for f in features.split(",") if f.strip() not in ("", "none")),
-        profile=profile,
-        force=force,
-        stats_dir=stats_dir,
-        python=python,
+        plan=plan_request(named, req, tp),
+        user_args=tuple(req.user_args),
+        features=tuple(f.strip() for f in req.features.split(",") if f.strip() not in ("", "none")),
+        profile=req.profile,
+        force=req.force,
+        stats_dir=req.stats_dir,
+        python=req.python,
     )  # fmt: skip
-    sglang = preflight.start(python)  # asks SGLang's interpreter while the host is read
-    view = open_host(root, example)
+    sglang = preflight.start(req.python)  # asks SGLang's interpreter while the host is read
+    view = open_host(req.root, req.example)
     topo = discover(view)
     try:
-        if is_cpu_device(user_value(user_args, "--device")):
+        if is_cpu_device(user_value(req.user_args, "--device")):
             launch = policy.prepare_cpu(topo, request, sglang)
         else:
             launch = policy.prepare(view, topo, request, sglang)
@@ -186,13 +151,13 @@ def run_launch(
     if launch.drifting:
         from xputune.cli.suggest import same_host, suggested
 
-        profiled = ["--profile", profile] if profile else []
-        fix = suggested(["apply", *profiled], view, root, mark="`")
-        see = shlex.join(["xputune", "check", *profiled]) + same_host(root, example)
+        profiled = ["--profile", req.profile] if req.profile else []
+        fix = suggested(["apply", *profiled], view, req.root, mark="`")
+        see = shlex.join(["xputune", "check", *profiled]) + same_host(req.root, req.example)
         refusals[0] += f": run {fix} (see `{see}`)"
     refusals = [f"{r}, or pass --force" for r in refusals]
     status = refusal_status(launch)
-    if status is not None and not dry_run:
+    if status is not None and not req.dry_run:
         from xputune.cli.refusals import refuse
 
         refuse(launch.blockers or refusals, status)
@@ -200,16 +165,16 @@ def run_launch(
     launch.notes += [f"would refuse: {line}" for line in (*launch.blockers, *refusals)]
     for line in launch.notes:  # drift lines quote the host's values: data
         sys.stderr.write(printable(line) + "\n")
-    if dry_run:
+    if req.dry_run:
         from xputune.cli.output import columns, shell_command
 
-        if verify:
+        if req.verify:
             sys.stderr.write("note: would verify where each rank's KV pool lands once the "
                              "server answers\n")  # fmt: skip
         print(shell_command(launch.spec.argv, launch.spec.env, columns()))
         return status
-    if verify:
-        return launch_verified(launch.spec, verify_timeout, keep)
+    if req.verify:
+        return launch_verified(launch.spec, req.verify_timeout, req.keep)
     execute(launch.spec)
     return None
 

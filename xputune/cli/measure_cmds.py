@@ -18,7 +18,7 @@ from xputune.cli.options import (
     TraceFormat,
 )
 from xputune.cli.output import Format, console, emit_data
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 from xputune.errors import XputuneError
 
 if TYPE_CHECKING:
@@ -195,28 +195,7 @@ def _counting(total: int, label: str, enabled: bool) -> Iterator[Callable[[Any],
 # --------------------------------------------------------------------------------- replay
 
 
-def replay_cmd(
-    trace: str,
-    url: str,
-    trace_format: TraceFormat,
-    block_size: int | None,
-    block_tokens: int | None,
-    skip: int,
-    requests: int | None,
-    duration: float | None,
-    concurrency: int | None,
-    speedup: float,
-    max_inflight: int,
-    max_output: int,
-    token_range: str | None,
-    host_tokens: int | None,
-    timeout: float,
-    min_completion: float,
-    phases: str | None,
-    recovery_margin: float,
-    per_request: bool,
-    fmt: Format,
-) -> int:
+def replay_cmd(req: Request) -> int:
     """Measure a running server with a trace: hits per tier, TTFT, beside the prediction.
 
     Sends the trace's requests to SGLang's /generate, streamed, each prompt made of token ids
@@ -263,36 +242,36 @@ def replay_cmd(
     from xputune.measure.workload import build_workload
     from xputune.plan.hitrate import exact_curve
 
-    endpoint = Endpoint.parse(url)
-    given_range = _token_range(token_range)
-    load = _load(concurrency, speedup, max_inflight, duration, timeout)
-    plan = _phases(phases, requests)
-    info = read_server(endpoint, host_tokens)
+    endpoint = Endpoint.parse(req.url)
+    given_range = _token_range(req.token_range)
+    load = _load(req.concurrency, req.speedup, req.max_inflight, req.duration, req.timeout)
+    plan = _phases(req.phases, req.requests)
+    info = read_server(endpoint, req.host_tokens)
     vocab = vocab_of(info, given_range)
-    limit = requests
-    if plan is not None and requests is None:
+    limit = req.requests
+    if plan is not None and req.requests is None:
         from xputune.measure.phases import most_requests
 
         limit = most_requests(plan)
-    sliced = _read_trace(trace, trace_format, block_size, skip, limit)
+    sliced = _read_trace(req.trace, req.trace_format, req.block_size, req.skip, limit)
     workload = build_workload(
         sliced,
-        block_tokens=block_tokens,
+        block_tokens=req.block_tokens,
         max_req_input_len=info.max_req_input_len,
-        max_output=max_output,
+        max_output=req.max_output,
     )
     if not workload.requests:
-        raise XputuneError(f"{trace}: the slice holds no request with input tokens")
+        raise XputuneError(f"{req.trace}: the slice holds no request with input tokens")
     if load.mode == "open" and not workload.timed:
         raise XputuneError(
-            f"{trace}: some requests have no timestamp: give --concurrency N (closed loop)"
+            f"{req.trace}: some requests have no timestamp: give --concurrency N (closed loop)"
         )
-    table = fmt is Format.table
+    table = req.fmt is Format.table
     if plan is not None:
         return _replay_phases(
-            plan, trace=trace, workload=workload, endpoint=endpoint, vocab=vocab, load=load,
-            info=info, max_output=max_output, per_request=per_request,
-            min_completion=min_completion / 100, margin=recovery_margin / 100, fmt=fmt,
+            plan, trace=req.trace, workload=workload, endpoint=endpoint, vocab=vocab, load=load,
+            info=info, max_output=req.max_output, per_request=req.per_request,
+            min_completion=req.min_completion / 100, margin=req.recovery_margin / 100, fmt=req.fmt,
         )  # fmt: skip
     prediction = predict(exact_curve(workload.trace()), info)
     before, _ = tiercounters.read(endpoint)
@@ -304,13 +283,13 @@ def replay_cmd(
     notes = differences(workload, info, run.records, concurrent=concurrent, vocab=vocab)
     findings = tierhealth.assess(run.records, prediction, info, counters)
     data = replay_document(
-        trace_file=trace, workload=workload, info=info, load=load, vocab=vocab,
-        max_output=max_output, run=run, prediction=prediction, notes=notes,
+        trace_file=req.trace, workload=workload, info=info, load=load, vocab=vocab,
+        max_output=req.max_output, run=run, prediction=prediction, notes=notes,
         tier_check=tierhealth.check_document(findings, counters, counters_note),
-        per_request=per_request, min_completion=min_completion / 100,
+        per_request=req.per_request, min_completion=req.min_completion / 100,
     )  # fmt: skip
-    if fmt is not Format.table:
-        emit_data(data, fmt)
+    if req.fmt is not Format.table:
+        emit_data(data, req.fmt)
     else:
         _render_replay(data)
     if run.stop == "interrupted":
@@ -763,34 +742,7 @@ class _SweepProgress:
             self._bar = None
 
 
-def sweep_cmd(
-    trace: str,
-    sizes: str | None,
-    baseline: bool,
-    min_gain: float,
-    launch_opt: list[str],
-    start_timeout: float,
-    stop_grace: float,
-    clear_l3: bool,
-    keep_l3: bool,
-    python: str | None,
-    trace_format: TraceFormat,
-    block_size: int | None,
-    block_tokens: int | None,
-    skip: int,
-    requests: int | None,
-    duration: float | None,
-    concurrency: int | None,
-    speedup: float,
-    max_inflight: int,
-    max_output: int,
-    token_range: str | None,
-    host_tokens: int | None,
-    timeout: float,
-    min_completion: float,
-    fmt: Format,
-    sglang_args: list[str],
-) -> int:
+def sweep_cmd(req: Request) -> int:
     """The tier-by-tier experiment: launch, replay and stop a server per L2 size.
 
     For each L2 size, smallest first (the plan's ladder, or --sizes), starts SGLang as
@@ -826,38 +778,48 @@ def sweep_cmd(
     from xputune.measure.sweep import check_args, default_ladder, parse_sizes, run_sweep
 
     try:
-        launch_opts = [w for opt in launch_opt or [] for w in shlex.split(opt)]
+        launch_opts = [w for opt in req.launch_opt or [] for w in shlex.split(opt)]
     except ValueError as exc:
         raise XputuneError(f"--launch-opt: {exc}") from None
-    launch_opts += ["--python", python] if python is not None else []
-    given_range = _token_range(token_range)
-    check_args(sglang_args, launch_opts)
-    load = _load(concurrency, speedup, max_inflight, duration, timeout)
-    sliced = _read_trace(trace, trace_format, block_size, skip, requests)
+    launch_opts += ["--python", req.python] if req.python is not None else []
+    given_range = _token_range(req.token_range)
+    check_args(req.sglang_args, launch_opts)
+    load = _load(req.concurrency, req.speedup, req.max_inflight, req.duration, req.timeout)
+    sliced = _read_trace(req.trace, req.trace_format, req.block_size, req.skip, req.requests)
     if load.mode == "open" and any(r.at_ms is None for r in sliced.requests):
         raise XputuneError(
-            f"{trace}: some requests have no timestamp: give --concurrency N (closed loop)"
+            f"{req.trace}: some requests have no timestamp: give --concurrency N (closed loop)"
         )
-    ladder = parse_sizes(sizes) if sizes is not None else default_ladder(launch_opts, sglang_args)
-    progress = _SweepProgress(fmt is Format.table)
+    ladder = (
+        parse_sizes(req.sizes)
+        if req.sizes is not None
+        else default_ladder(launch_opts, req.sglang_args)
+    )
+    progress = _SweepProgress(req.fmt is Format.table)
     try:
         result = run_sweep(
-            trace=sliced, sizes=ladder, baseline=baseline, min_gain=min_gain / 100,
-            launch_opts=launch_opts, sglang_args=sglang_args, load=load,
-            block_tokens=block_tokens, max_output=max_output, token_range=given_range,
-            host_tokens=host_tokens, start_timeout=start_timeout, stop_grace=stop_grace,
-            progress=progress, clear_l3=clear_l3, keep_l3=keep_l3,
+            trace=sliced, sizes=ladder, baseline=req.baseline, min_gain=req.min_gain / 100,
+            launch_opts=launch_opts, sglang_args=req.sglang_args, load=load,
+            block_tokens=req.block_tokens, max_output=req.max_output, token_range=given_range,
+            host_tokens=req.host_tokens, start_timeout=req.start_timeout, stop_grace=req.stop_grace,
+            progress=progress, clear_l3=req.clear_l3, keep_l3=req.keep_l3,
         )  # fmt: skip
     finally:
         progress.close()
     from xputune.measure.report import sweep_document
 
     data = sweep_document(
-        result, trace_file=trace, load=load, max_output=max_output, min_gain=min_gain / 100,
-        sizes=[s.label for s in ladder], baseline=baseline, min_completion=min_completion / 100,
-    )  # fmt: skip
-    if fmt is not Format.table:
-        emit_data(data, fmt)
+        result,
+        trace_file=req.trace,
+        load=load,
+        max_output=req.max_output,
+        min_gain=req.min_gain / 100,
+        sizes=[s.label for s in ladder],
+        baseline=req.baseline,
+        min_completion=req.min_completion / 100,
+    )
+    if req.fmt is not Format.table:
+        emit_data(data, req.fmt)
     else:
         _render_sweep(data)
     if result.interrupted:

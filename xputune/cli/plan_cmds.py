@@ -30,7 +30,7 @@ from xputune.cli.output import (
     text,
     text_lines,
 )
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 from xputune.errors import XputuneError
 from xputune.plan.inputs import count
 
@@ -123,24 +123,7 @@ def _geometry(model: str | None, config: str | None, tp: int | None, dtype: str)
 # --------------------------------------------------------------------------------- model
 
 
-def model_cmd(
-    point: list[str],
-    points_file: str | None,
-    fit_a: float | None,
-    fit_b: float | None,
-    recompute_us: float | None,
-    recompute_point: list[str],
-    floor_ms: float,
-    bandwidth: float | None,
-    bytes_per_token: float | None,
-    break_even_at: float | None,
-    seed: bool,
-    model: str | None,
-    config: str | None,
-    tp: int | None,
-    dtype: str,
-    fmt: Format,
-) -> None:
+def model_cmd(req: Request) -> None:
     """Is a prefix hit worth loading from L2? Fit the load time, find the break-even length.
 
     Fits T(n) = a + b*n to measured all-hit loads (least squares, with residuals), compares it
@@ -153,27 +136,39 @@ def model_cmd(
 
         xputune model --seed --recompute-us-per-token 28
     """
+    bandwidth, fit_a, fit_b, floor_ms, model, tp = (
+        req.bandwidth,
+        req.fit_a,
+        req.fit_b,
+        req.floor_ms,
+        req.model,
+        req.tp,
+    )  # this runner rewrites them
     from xputune.plan.modelreport import SEED, model_report
 
-    if seed:
-        fits = not point and not points_file
+    if req.seed:
+        fits = not req.point and not req.points_file
         fit_a = SEED["fit_a"] if fit_a is None and fits else fit_a
         fit_b = SEED["fit_b"] if fit_b is None and fits else fit_b
         floor_ms = floor_ms or SEED["floor_ms"]
         bandwidth = bandwidth or SEED["bandwidth"]
-        model = model or (None if config else SEED["model"])
+        model = model or (None if req.config else SEED["model"])
         tp = tp or SEED["tp"]
     from xputune.userfiles import read_lines
 
-    points = (read_lines(Path(points_file), "points file"), points_file) if points_file else None
+    points = (
+        (read_lines(Path(req.points_file), "points file"), req.points_file)
+        if req.points_file
+        else None
+    )
     data = model_report(
-        point=point, points_table=points, fit_a=fit_a, fit_b=fit_b,
-        recompute_us=recompute_us, recompute_point=recompute_point, floor_ms=floor_ms,
-        bandwidth=bandwidth, bytes_per_token=bytes_per_token, break_even_at=break_even_at,
-        geometry=_geometry(model, config, tp, dtype),
+        point=req.point, points_table=points, fit_a=fit_a, fit_b=fit_b,
+        recompute_us=req.recompute_us, recompute_point=req.recompute_point, floor_ms=floor_ms,
+        bandwidth=bandwidth, bytes_per_token=req.bytes_per_token, break_even_at=req.break_even_at,
+        geometry=_geometry(model, req.config, tp, req.dtype),
     )  # fmt: skip
-    if fmt is not Format.table:
-        emit_data(data, fmt)
+    if req.fmt is not Format.table:
+        emit_data(data, req.fmt)
         return
     _render_model(data)
 
@@ -232,27 +227,7 @@ def _render_model(data: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------- tiers
 
 
-def tiers_cmd(
-    trace: str | None,
-    trace_format: TraceFormat,
-    block_size: int | None,
-    capacity: list[str],
-    l1: str | None,
-    l2: str | None,
-    l3: str | None,
-    l3_gbps: float | None,
-    recompute_us: float | None,
-    sample_rate: float | None,
-    measured: str | None,
-    tolerance: float,
-    min_gain: float,
-    plot: str | None,
-    model: str | None,
-    config: str | None,
-    tp: int | None,
-    dtype: str,
-    fmt: Format,
-) -> None:
+def tiers_cmd(req: Request) -> None:
     """How much cache capacity is worth having? The prefix hit-rate curve of a trace.
 
     Computes the exact token-weighted prefix-cache LRU hit rate at every capacity in one pass
@@ -274,44 +249,50 @@ def tiers_cmd(
         xputune tiers --trace t.jsonl --l1 200K --l2 2M --l3 40M --model glm-5 \\
             --tp 8
     """
-    if trace is None and measured is None:
+    if req.trace is None and req.measured is None:
         raise XputuneError("give --trace FILE, --measured FILE, or both")
-    if plot is not None:
+    if req.plot is not None:
         from xputune.plan.plot import plot_kind
         from xputune.userfiles import check_writable
 
-        plot_as = plot_kind(Path(plot).name)
-        check_writable(Path(plot), "--plot")
-    geometry = _geometry(model, config, tp, dtype)
-    caps = [count(c, "--capacity") for c in capacity or []]
-    l1_tokens = count(l1, "--l1") if l1 else None
-    tiers3 = _three_tier_sizes(l1_tokens, l2, l3, trace, sample_rate)
-    if tiers3 and geometry is None and (l3_gbps is not None or recompute_us is not None):
+        plot_as = plot_kind(Path(req.plot).name)
+        check_writable(Path(req.plot), "--plot")
+    geometry = _geometry(req.model, req.config, req.tp, req.dtype)
+    caps = [count(c, "--capacity") for c in req.capacity or []]
+    l1_tokens = count(req.l1, "--l1") if req.l1 else None
+    tiers3 = _three_tier_sizes(l1_tokens, req.l2, req.l3, req.trace, req.sample_rate)
+    if tiers3 and geometry is None and (req.l3_gbps is not None or req.recompute_us is not None):
         raise XputuneError("--l3-gbps and --recompute-us-per-token need --model")
     from xputune.plan.tiersreport import three_tier_report, tiers_document
     from xputune.plan.traces import parse_measured_table
 
     curve, requests, table, three = None, 0, None, None
-    if trace is not None:
+    if req.trace is not None:
         kept: list[Any] | None = [] if tiers3 and geometry is not None else None
         curve, requests = _curve(
-            Path(trace), trace_format, block_size, sample_rate, show_progress=fmt is Format.table,
+            Path(req.trace),
+            req.trace_format,
+            req.block_size,
+            req.sample_rate,
+            show_progress=req.fmt is Format.table,
             keep=kept,
-        )  # fmt: skip
+        )
         if tiers3:
-            three = three_tier_report(curve, *tiers3, geometry, kept or (), l3_gbps, recompute_us)
-    if measured is not None:
+            three = three_tier_report(
+                curve, *tiers3, geometry, kept or (), req.l3_gbps, req.recompute_us
+            )
+    if req.measured is not None:
         from xputune.userfiles import read_lines
 
-        table = parse_measured_table(read_lines(Path(measured), "measured table"), measured)
+        table = parse_measured_table(read_lines(Path(req.measured), "measured table"), req.measured)
     data = tiers_document(
-        trace_file=trace,
+        trace_file=req.trace,
         curve=curve,
         requests=requests,
         measured=table,
         capacities=caps,
-        tolerance=tolerance / 100,
-        min_gain=min_gain / 100,
+        tolerance=req.tolerance / 100,
+        min_gain=req.min_gain / 100,
         l1_tokens=l1_tokens,
         geometry=geometry,
         three_tiers=three,
@@ -319,14 +300,14 @@ def tiers_cmd(
     from xputune.plan.plot import tiers_chart
 
     chart = tiers_chart(data, curve)
-    if plot is not None:
+    if req.plot is not None:
         from xputune.plan.plot import plot_bytes
         from xputune.userfiles import write_output
 
-        write_output(Path(plot), plot_bytes(chart, plot_as), "plot")
-        data["plot"] = plot
-    if fmt is not Format.table:
-        emit_data(data, fmt)
+        write_output(Path(req.plot), plot_bytes(chart, plot_as), "plot")
+        data["plot"] = req.plot
+    if req.fmt is not Format.table:
+        emit_data(data, req.fmt)
         return
     _render_tiers(data, chart)
 

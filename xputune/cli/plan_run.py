@@ -20,7 +20,7 @@ from xputune.cli.options import (
     ROOT,
 )
 from xputune.cli.output import Format, console, emit_data, is_quiet
-from xputune.cli.spec import Command
+from xputune.cli.spec import Command, Request
 from xputune.host import open_host
 
 if TYPE_CHECKING:
@@ -46,33 +46,7 @@ def for_host(topo: Any, request: PlanRequest) -> Any:
         raise RefusedTpError(f"{exc} (--force plans it anyway)") from None
 
 
-def run_plan(
-    model: str | None,
-    config: str | None,
-    tp: int | None,
-    strategy: str,
-    tier: str | None,
-    cards: str | None,
-    dtype: str,
-    write_policy: str,
-    node_reserve_gb: float | None,
-    l3: str | None,
-    l3_pool_gb: float | None,
-    l3_segment_gb: float | None,
-    l3_master: str | None,
-    l3_protocol: str | None,
-    l3_dir: str | None,
-    l3_prefetch: str,
-    l3_host: str | None,
-    role: str,
-    l3_gbps: float | None,
-    recompute_us: float | None,
-    force: bool,
-    python: str | None,
-    root: str | None,
-    example: str | None,
-    fmt: Format,
-) -> None:
+def run_plan(req: Request) -> None:
     """Bind each TP rank to a NUMA node and NIC, size HiCache L2, and print the SGLang flags.
 
     Puts the probe and the model's KV geometry together: which node each card's process and
@@ -117,24 +91,20 @@ def run_plan(
     from xputune.topology.discover import discover
     from xputune.userfiles import model_config
 
-    named = resolve_model(model, model_config(model, Path(config) if config else None))
+    named = resolve_model(
+        req.model, model_config(req.model, Path(req.config) if req.config else None)
+    )
     if named is None:
         raise PlanError("give --model (a preset, a Hugging Face id or a config.json)")
     from xputune.cli.requests import plan_request
 
-    request = plan_request(
-        named, tp=tp, strategy=strategy, tier=tier, cards=cards, dtype=dtype,
-        write_policy=write_policy, force=force, l3=l3, l3_pool_gb=l3_pool_gb,
-        l3_segment_gb=l3_segment_gb, l3_master=l3_master, l3_protocol=l3_protocol,
-        l3_dir=l3_dir, l3_prefetch=l3_prefetch, l3_host=l3_host, role=role, l3_gbps=l3_gbps,
-        recompute_us=recompute_us, node_reserve_gb=node_reserve_gb,
-    )  # fmt: skip
-    sglang = preflight.start(python)  # asks SGLang's interpreter while the host is read
-    topo = discover(open_host(root, example))
+    request = plan_request(named, req, req.tp)
+    sglang = preflight.start(req.python)  # asks SGLang's interpreter while the host is read
+    topo = discover(open_host(req.root, req.example))
     host_plan, notes = for_host(topo, request)
     data = plan_document_for(host_plan, notes, sglang)
-    if fmt is not Format.table:
-        emit_data(data, fmt)
+    if req.fmt is not Format.table:
+        emit_data(data, req.fmt)
         return
     _render(data)
 

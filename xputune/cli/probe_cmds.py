@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from xputune.cli.options import ROOT
 from xputune.cli.output import note
-from xputune.cli.spec import Arg, Command, Opt
+from xputune.cli.spec import Arg, Command, Opt, Request
 from xputune.host import open_host
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ RECORD = Command(
 EXAMPLES = Command(("examples",), "xputune.cli.probe_cmds:examples")
 
 
-def record(out: str, no_scrub: bool, root: str | None) -> None:
+def record(req: Request) -> None:
     """Record what `probe` reads into a tarball that `probe --root` replays.
 
     The layout is hwloc-gather-topology's (one top folder acting as /, symlinks kept), so
@@ -57,19 +57,19 @@ def record(out: str, no_scrub: bool, root: str | None) -> None:
     from xputune.devices.vendor_files import capture
     from xputune.topology.recording import record as record_host
 
-    _check_out(out)
-    view = open_host(root, None)
+    _check_out(req.out)
+    view = open_host(req.root, None)
     notes: list[str] = []
 
     def vendor_outputs(topo: Topology) -> dict[str, bytes]:
-        files, said = capture(view, topo, scrub=not no_scrub)
+        files, said = capture(view, topo, scrub=not req.no_scrub)
         notes.extend(said)
         return files
 
-    topo, count = record_host(view, out, scrub=not no_scrub, extra=vendor_outputs)
+    topo, count = record_host(view, req.out, scrub=not req.no_scrub, extra=vendor_outputs)
     for said in notes:  # what a vendor tool said: data
         note(f"note: {said}")
-    note(f"recorded {count} entries of {topo.source} to {out}")
+    note(f"recorded {count} entries of {topo.source} to {req.out}")
 
 
 def _check_out(out: str) -> None:
@@ -89,7 +89,7 @@ def _check_out(out: str) -> None:
         raise XputuneError(f"{out}: no such directory {folder}")
 
 
-def examples() -> None:
+def examples(req: Request) -> None:
     """List the recordings shipped with xputune, for --example NAME."""
     from xputune.host.open import example_names
 

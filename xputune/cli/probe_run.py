@@ -10,7 +10,7 @@ import gc
 
 from xputune.cli.options import EXAMPLE, FORMAT, ROOT
 from xputune.cli.output import Format, console, emit_data, note
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 from xputune.host import open_host
 
 PROBE = Command(
@@ -50,14 +50,7 @@ PROBE = Command(
 )
 
 
-def run_probe(
-    root: str | None,
-    example: str | None,
-    fmt: Format,
-    fallback_example: str | None,
-    strict: bool = False,
-    vendor_topo: str | None = None,
-) -> None:
+def run_probe(req: Request) -> None:
     """Show cards, NUMA nodes, PCIe switches (uplinks), NICs and host settings in one picture.
 
     Cards are Kunlunxin XPUs, NVIDIA GPUs or other accelerators. The relation matrix uses the
@@ -94,7 +87,7 @@ def run_probe(
     collecting = gc.isenabled()
     gc.disable()  # see _probe
     try:
-        _probe(root, example, fmt, fallback_example, strict, vendor_topo)
+        _probe(req.root, req.example, req.fmt, req.fallback_example, req.strict, req.vendor_topo)
     finally:
         if collecting:
             gc.enable()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xputune.cli.spec import Arg, Command
+from xputune.cli.spec import Arg, Command, Request
 from xputune.errors import XputuneError
 
 SCHEMA = Command(
@@ -31,7 +31,7 @@ def schema_text(name: str) -> str:
     return (files("xputune") / "data" / "schemas" / f"{name}.json").read_text()
 
 
-def schema(name: str | None) -> None:
+def schema(req: Request) -> None:
     """Print the JSON Schema of a command's --format json output; without NAME, list them.
 
     Every document carries schema_version. Additive changes (a new key) keep it; consumers
@@ -44,7 +44,7 @@ def schema(name: str | None) -> None:
         xputune schema probe > probe.schema.json
         xputune probe -f json | check-jsonschema --schemafile probe.schema.json -
     """
-    if name is None:
+    if req.name is None:
         print("\n".join(schema_names()))
         return
-    print(schema_text(name), end="")
+    print(schema_text(req.name), end="")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xputune.cli.options import FORMAT
 from xputune.cli.output import Format, console, emit_data
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 
 SMI = Command(
     ("smi",),
@@ -22,7 +22,7 @@ SMI = Command(
 )  # fmt: skip
 
 
-def smi(input_file: str | None, fmt: Format) -> None:
+def smi(req: Request) -> None:
     """Show cards as xpu-smi reports them: name, memory, utilisation, firmware, affinity.
 
     The same for nvidia-smi's outputs. Without --input, runs `xpu-smi -q -x` (falling back
@@ -48,10 +48,10 @@ def smi(input_file: str | None, fmt: Format) -> None:
     """
     from xputune.devices.xpusmi.source import load
 
-    report = load(input_file)
-    if fmt is Format.table:
+    report = load(req.input_file)
+    if req.fmt is Format.table:
         from xputune.cli.smi_render import render
 
         render(report, console())
     else:
-        emit_data(report.as_json(), fmt)
+        emit_data(report.as_json(), req.fmt)

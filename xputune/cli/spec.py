@@ -147,6 +147,30 @@ class Command:
         return "xputune " + " ".join(self.words)
 
 
+class Request:
+    """One command line, parsed: each option and argument of the command's table as the
+    attribute its `dest` names, holding the value the runner works from (cli/parse.py). The
+    runner receives this, so its options are listed once, in the table, and not again in its
+    signature; a runner that must change a value keeps a local of its own."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"this command has no option {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a parsed command line is read, not changed")
+
+    def __repr__(self) -> str:
+        return f"Request({self._values!r})"
+
+
 QUIET = Opt(
     "quiet", ("--quiet", "-q"), "Print only the result and errors: no notes, warnings or "
     "progress.", kind="flag", default=False,

@@ -8,7 +8,7 @@ from typing import Any
 from xputune.cli import exits
 from xputune.cli.options import EXAMPLE, FORMAT, ROOT
 from xputune.cli.output import Format, console, emit_data, text
-from xputune.cli.spec import Command
+from xputune.cli.spec import Command, Request
 
 STATUS = Command(
     ("status",),
@@ -18,7 +18,7 @@ STATUS = Command(
 )
 
 
-def status_cmd(root: str | None, example: str | None, fmt: Format) -> int:
+def status_cmd(req: Request) -> int:
     """Show what is applied here: the profile, when and by which xputune, the boot and watch
     units, the watch agent, and whether every setting still holds.
 
@@ -38,11 +38,11 @@ def status_cmd(root: str | None, example: str | None, fmt: Format) -> int:
     from xputune.host import open_host
     from xputune.tune.status import host_status, status_document
 
-    view = open_host(root, example)
+    view = open_host(req.root, req.example)
     report = host_status(view)
     data = status_document(view, report)
-    if fmt is not Format.table:
-        emit_data(data, fmt)
+    if req.fmt is not Format.table:
+        emit_data(data, req.fmt)
     else:
         _render(data)
     return exits.OK if data.get("holds") else exits.DIFFERENCE

@@ -8,7 +8,7 @@ from xputune.cli import exits
 from xputune.cli.check_run import ONLY, SKIP, profile_line, same_host, setup
 from xputune.cli.options import EXAMPLE, FORMAT, PROFILE, ROOT
 from xputune.cli.output import Format, console, emit_data
-from xputune.cli.spec import Arg, Command, Opt
+from xputune.cli.spec import Arg, Command, Opt, Request
 
 if TYPE_CHECKING:
     from xputune.tune.steps import Change
@@ -103,23 +103,7 @@ def _diff_lines(changes: list[Change], header: str) -> list[tuple[str, str]]:
     return lines
 
 
-def apply_cmd(
-    profile: str | None,
-    ido: bool | None,
-    thp: str | None,
-    shm_huge: str | None,
-    numa_balancing: str | None,
-    only: list[str],
-    skip: list[str],
-    force: bool,
-    dry_run: bool,
-    wait: bool,
-    persist_unit: bool,
-    watch_unit: bool,
-    root: str | None,
-    example: str | None,
-    fmt: Format,
-) -> int:
+def apply_cmd(req: Request) -> int:
     """Bring the host to a profile, as one transaction that can always be rolled back.
 
     Knob flags (--ido, --thp, --shm-huge, --numa-balancing) alone change only those knobs;
@@ -147,20 +131,22 @@ def apply_cmd(
     """
     from xputune.tune import engine
 
-    overrides = knob_overrides(ido, thp, shm_huge, numa_balancing)
-    view, _, selection, ctx = setup(root, example, profile, overrides, only, skip, force)
+    overrides = knob_overrides(req.ido, req.thp, req.shm_huge, req.numa_balancing)
+    view, _, selection, ctx = setup(
+        req.root, req.example, req.profile, overrides, req.only, req.skip, req.force
+    )
     command = ["apply", *selection.persist_args()]
     result = engine.apply(
         ctx,
         selection,
         command,
-        dry_run=dry_run,
-        wait=wait,
-        persist_unit=persist_unit,
-        watch_unit=watch_unit,
+        dry_run=req.dry_run,
+        wait=req.wait,
+        persist_unit=req.persist_unit,
+        watch_unit=req.watch_unit,
     )
-    if fmt is not Format.table:
-        emit_data(engine.apply_document(view, selection, result), fmt)
+    if req.fmt is not Format.table:
+        emit_data(engine.apply_document(view, selection, result), req.fmt)
         return _apply_status(result)
     from rich.text import Text
 
@@ -188,7 +174,7 @@ def apply_cmd(
                 (f"applied and verified {len(result.changes)} change(s)", "green"),
                 text(
                     f"; originals in {result.journal}; undo with: xputune rollback"
-                    + same_host(root, example)
+                    + same_host(req.root, req.example)
                 ),
             ),
             soft_wrap=True,
@@ -201,9 +187,7 @@ def _apply_status(result: Any) -> int:
     return exits.DIFFERENCE if result.dry_run and result.changes else exits.OK
 
 
-def rollback_cmd(
-    dry_run: bool, wait: bool, root: str | None, example: str | None, fmt: Format
-) -> int:
+def rollback_cmd(req: Request) -> int:
     """Restore every original value recorded in the journal, newest first.
 
     Works after a finished apply (undo it) and after an apply that crashed or was killed
@@ -225,11 +209,11 @@ def rollback_cmd(
     from xputune.host import open_host
     from xputune.tune import engine
 
-    view = open_host(root, example)
-    result = engine.rollback_host(view, wait=wait, dry_run=dry_run)
-    status = exits.DIFFERENCE if dry_run and result.transactions else exits.OK
-    if fmt is not Format.table:
-        emit_data(engine.rollback_document(view, result), fmt)
+    view = open_host(req.root, req.example)
+    result = engine.rollback_host(view, wait=req.wait, dry_run=req.dry_run)
+    status = exits.DIFFERENCE if req.dry_run and result.transactions else exits.OK
+    if req.fmt is not Format.table:
+        emit_data(engine.rollback_document(view, result), req.fmt)
         return status
     from rich.text import Text
 
@@ -242,7 +226,7 @@ def rollback_cmd(
         return status
     for warning in [] if quiet else result.warnings:
         out.print(Text.assemble(("warning:", "yellow"), text(f" {warning}")), soft_wrap=True)
-    if dry_run:
+    if req.dry_run:
         _render_pending(out, result)
         return status
     for r in [] if quiet else result.restored:
@@ -295,7 +279,7 @@ def _render_pending(out: Any, result: Any) -> None:
     )
 
 
-def recommend_cmd(root: str | None, example: str | None, fmt: Format) -> None:
+def recommend_cmd(req: Request) -> None:
     """Pick the profile that fits this host, from its CPU vendor, card IDs and card count.
 
     Every profile is scored and the reasons are shown; a profile counts only when all of its
@@ -310,11 +294,11 @@ def recommend_cmd(root: str | None, example: str | None, fmt: Format) -> None:
     from xputune.host import open_host
     from xputune.tune import engine, profiles, recommend
 
-    view = open_host(root, example)
+    view = open_host(req.root, req.example)
     ranked = recommend.rank(profiles.load_all(), engine.discover(view))
     best = ranked[0] if ranked and ranked[0].eligible else None
-    if fmt is not Format.table:
-        emit_data(recommend.document(view.label, ranked), fmt)
+    if req.fmt is not Format.table:
+        emit_data(recommend.document(view.label, ranked), req.fmt)
         return
     from rich.table import Table
     from rich.text import Text
@@ -336,7 +320,7 @@ def recommend_cmd(root: str | None, example: str | None, fmt: Format) -> None:
     )
 
 
-def profiles_cmd(name: str | None, fmt: Format) -> None:
+def profiles_cmd(req: Request) -> None:
     """List the tuning profiles, or show one with its includes resolved.
 
     Profiles are YAML files (profiles/ in the package, plus /etc/xputune/profiles); a path to
@@ -348,10 +332,10 @@ def profiles_cmd(name: str | None, fmt: Format) -> None:
     """
     from xputune.tune import profiles
 
-    if name is None:
+    if req.name is None:
         loaded = profiles.load_all()
-        if fmt is not Format.table:
-            emit_data(profiles.list_document(loaded), fmt)
+        if req.fmt is not Format.table:
+            emit_data(profiles.list_document(loaded), req.fmt)
             return
         from rich.table import Table
 
@@ -365,11 +349,11 @@ def profiles_cmd(name: str | None, fmt: Format) -> None:
             add_row(table, p.name, ", ".join(p.chain[:-1]) or "-", p.description)
         console().print(table)
         return
-    p = profiles.load(name)
+    p = profiles.load(req.name)
     data = profiles.document(p)
     knobs = data["knobs"]
-    if fmt is not Format.table:
-        emit_data(data, fmt)
+    if req.fmt is not Format.table:
+        emit_data(data, req.fmt)
         return
     from rich.table import Table
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from xputune.cli import exits
 from xputune.cli.options import FORMAT, KEEP, ROOT
 from xputune.cli.output import Format, console, emit_data, note
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,7 +35,7 @@ VERIFY = Command(
 )  # fmt: skip
 
 
-def verify(url: str | None, pid: int | None, root: str | None, keep: bool, fmt: Format) -> int:
+def verify(req: Request) -> int:
     """Read where each rank's host KV pool really lives, and say what differs from the plan.
 
     Finds every scheduler process of the server (SGLang titles them sglang::scheduler_TP<n>)
@@ -62,15 +62,15 @@ def verify(url: str | None, pid: int | None, root: str | None, keep: bool, fmt: 
     from xputune.measure.verify import keep as kept_in
     from xputune.measure.verify import verify as read
 
-    if url is None and pid is None:
+    if req.url is None and req.pid is None:
         from xputune.errors import XputuneError
 
         raise XputuneError("give the server's --url or its launcher's --pid")
-    view = open_host(root)
-    doc = read(view, url, pid)
-    kept = kept_in(view, doc) if keep else None
-    if fmt is not Format.table:
-        emit_data(doc, fmt)
+    view = open_host(req.root)
+    doc = read(view, req.url, req.pid)
+    kept = kept_in(view, doc) if req.keep else None
+    if req.fmt is not Format.table:
+        emit_data(doc, req.fmt)
     else:
         render(doc, console())
     if kept:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from xputune.cli import exits
 from xputune.cli.check_run import ONLY, SKIP
 from xputune.cli.options import EXAMPLE, MAX_EXPIRY_MINUTES, PROFILE, ROOT
-from xputune.cli.spec import Command, Opt
+from xputune.cli.spec import Command, Opt, Request
 from xputune.cli.tune_cmds import KNOB_FLAGS, knob_overrides
 
 WEEK = 604_800.0
@@ -56,28 +56,7 @@ WATCH = Command(
 )  # fmt: skip
 
 
-def watch_cmd(
-    profile: str | None,
-    ido: bool | None,
-    thp: str | None,
-    shm_huge: str | None,
-    numa_balancing: str | None,
-    only: list[str],
-    skip: list[str],
-    force: bool,
-    interval: float,
-    once: bool,
-    dry_run: bool,
-    max_reapplies: int,
-    window: float,
-    backoff: float,
-    backoff_max: float,
-    textfile: str | None,
-    nfd: str | None,
-    expiry: int,
-    root: str | None,
-    example: str | None,
-) -> int:
+def watch_cmd(req: Request) -> int:
     """Keep the host at its profile: re-verify on every card event, re-apply what drifted.
 
     PCIe ordering bits are lost when a card is reset, hot-plugged or its driver rebinds, and
@@ -124,26 +103,26 @@ def watch_cmd(
     from xputune.host import open_host
 
     config = watch.WatchConfig(
-        profile=profile,
-        overrides=knob_overrides(ido, thp, shm_huge, numa_balancing),
-        only=only,
-        skip=skip,
-        force=force,
-        interval=interval,
-        limits=watch.Limits(max_reapplies, window, backoff, backoff_max),
-        textfile=textfile,
-        nfd=nfd,
-        nfd_expiry=timedelta(minutes=expiry) if expiry else None,
-        dry_run=dry_run,
+        profile=req.profile,
+        overrides=knob_overrides(req.ido, req.thp, req.shm_huge, req.numa_balancing),
+        only=req.only,
+        skip=req.skip,
+        force=req.force,
+        interval=req.interval,
+        limits=watch.Limits(req.max_reapplies, req.window, req.backoff, req.backoff_max),
+        textfile=req.textfile,
+        nfd=req.nfd,
+        nfd_expiry=timedelta(minutes=req.expiry) if req.expiry else None,
+        dry_run=req.dry_run,
     )
-    live = not root and not example
+    live = not req.root and not req.example
     stopper = events.Stopper()
     stopper.install()
     try:
         code = watch.run(
-            lambda: open_host(root, example),
+            lambda: open_host(req.root, req.example),
             config,
-            once=once,
+            once=req.once,
             source=events.UdevSource if live else events.PollSource,
             stopper=stopper,
         )
