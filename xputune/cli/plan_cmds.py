@@ -32,6 +32,7 @@ from xputune.cli.output import (
 )
 from xputune.cli.spec import Command, Opt, Request
 from xputune.errors import XputuneError
+from xputune.plan.cluster import MAX_INSTANCES, ROUTINGS
 from xputune.plan.inputs import count
 
 MODEL_OPTIONS = (MODEL, CONFIG, TP_NO_HOST, DTYPE, FORMAT)
@@ -84,6 +85,13 @@ TIERS = Command(
             "enough to beat recomputing (needs --l1 and --l2).", metavar="TOKENS"),
         L3_GBPS,
         RECOMPUTE,
+        Opt("instances", ("--instances",), "Split the trace among N instances behind a router, "
+            "for each N of this comma list (1,2,4,8): each instance with its own --l1 and --l2, "
+            "one --l3 shared by all, or none; beside each, one instance with N times the "
+            "capacity.", metavar="LIST"),
+        Opt("routing", ("--routing",), "How the router assigns requests for --instances: "
+            "round_robin and random exactly, cache_aware as sglang-router's policy at "
+            "balanced load.", kind="choice", choices=ROUTINGS, default="round_robin"),
         Opt("sample_rate", ("--sample-rate",), "Sampled (SHARDS) mode at this rate, e.g. 0.1; "
             "default exact.", kind="float", min=0.0, max=1.0, metavar="RATE"),
         Opt("measured", ("--measured",), "CSV of measured tiers: capacity_tokens|capacity_gb, "
@@ -260,7 +268,12 @@ def tiers_cmd(req: Request) -> None:
     geometry = _geometry(req.model, req.config, req.tp, req.dtype)
     caps = [count(c, "--capacity") for c in req.capacity or []]
     l1_tokens = count(req.l1, "--l1") if req.l1 else None
-    tiers3 = _three_tier_sizes(l1_tokens, req.l2, req.l3, req.trace, req.sample_rate)
+    instances = _instances(req.instances, l1_tokens, req.l2, req.trace, req.sample_rate)
+    tiers3 = (
+        None
+        if instances
+        else _three_tier_sizes(l1_tokens, req.l2, req.l3, req.trace, req.sample_rate)
+    )
     if tiers3 and geometry is None and (req.l3_gbps is not None or req.recompute_us is not None):
         raise XputuneError("--l3-gbps and --recompute-us-per-token need --model")
     from xputune.plan.tiersreport import three_tier_report, tiers_document
@@ -268,7 +281,7 @@ def tiers_cmd(req: Request) -> None:
 
     curve, requests, table, three = None, 0, None, None
     if req.trace is not None:
-        kept: list[Any] | None = [] if tiers3 and geometry is not None else None
+        kept: list[Any] | None = [] if (tiers3 and geometry is not None) or instances else None
         curve, requests = _curve(
             Path(req.trace),
             req.trace_format,
@@ -297,6 +310,15 @@ def tiers_cmd(req: Request) -> None:
         geometry=geometry,
         three_tiers=three,
     )
+    if instances:
+        from xputune.plan.cluster import cluster_report
+        from xputune.plan.hitrate import trace_from_batches
+
+        l3_tokens = count(req.l3, "--l3") if req.l3 else None
+        data["cluster"] = cluster_report(
+            trace_from_batches(kept or []), instances, req.routing, l1_tokens,
+            count(req.l2, "--l2"), l3_tokens,
+        )  # fmt: skip
     from xputune.plan.plot import tiers_chart
 
     chart = tiers_chart(data, curve)
@@ -310,6 +332,32 @@ def tiers_cmd(req: Request) -> None:
         emit_data(data, req.fmt)
         return
     _render_tiers(data, chart)
+
+
+def _instances(
+    text: str | None, l1_tokens: int | None, l2: str | None, trace: str | None,
+    sample_rate: float | None,
+) -> list[int]:  # fmt: skip
+    """The instance counts of --instances (none: []); one line for what it needs."""
+    if text is None:
+        return []
+    counts: list[int] = []
+    for word in text.split(","):
+        word = word.strip()
+        if not word.isdigit() or not 1 <= int(word) <= MAX_INSTANCES:
+            shown = word if len(word) <= 20 else word[:20] + "..."
+            raise XputuneError(
+                f"--instances: {shown!r} is not a count of instances (1 to {MAX_INSTANCES}); "
+                "give a comma list such as 1,2,4,8"
+            )
+        counts.append(int(word))
+    if l1_tokens is None or l2 is None:
+        raise XputuneError("--instances needs --l1 and --l2 (each instance's own tiers)")
+    if trace is None:
+        raise XputuneError("--instances splits a trace: give --trace FILE")
+    if sample_rate is not None and sample_rate < 1.0:
+        raise XputuneError("--instances needs the exact curve: leave --sample-rate out")
+    return list(dict.fromkeys(counts))
 
 
 def _three_tier_sizes(
@@ -384,13 +432,10 @@ def _render_tiers(data: dict[str, Any], chart) -> None:
     t = data.get("trace")
     if t:
         mode = "exact" if t["mode"] == "exact" else f"sampled at {t['sample_rate']:g}"
+        c.print(text(f"trace {t['file']}:"), soft_wrap=True)  # typed back: never folded
         c.print(
-            text(
-                f"trace {t['file']}: {t['requests']:,} requests, {t['accesses']:,} block "
-                f"accesses, {t['distinct_blocks']:,} distinct blocks of {t['block_size']} "
-                f"tokens ({mode})"
-            ),
-            soft_wrap=True,  # the path is typed back: never folded
+            f"  {t['requests']:,} requests, {t['accesses']:,} block accesses, "
+            f"{t['distinct_blocks']:,} distinct blocks of {t['block_size']} tokens ({mode})"
         )
         if t["chain_violations"]:
             c.print(
@@ -459,10 +504,45 @@ def _render_tiers(data: dict[str, Any], chart) -> None:
                 f"[yellow]they disagree: later tiers {p['later_rises']} add "
                 f"{p['missed_hit_rate']:.2%} of hit rate after the plateau[/yellow]"
             )
+    if data.get("cluster"):
+        _render_cluster(c, data["cluster"])
     if chart.series:
         c.print(text_lines(text_plot(chart).split("\n")))
     if data.get("plot"):
         c.print(text(f"plot written to {data['plot']}"))
+
+
+def _render_cluster(c: Any, cluster: dict[str, Any]) -> None:
+    """A row per instance count: each tier's share, what private caches reach, the bound."""
+    from xputune.cli.output import ID, new_table, print_fitted
+    from xputune.plan.plot import human
+
+    l3 = cluster["l3_tokens"]
+    title = (
+        f"{cluster['routing']} over N instances, each L1 {human(cluster['l1_tokens'])} + L2 "
+        f"{human(cluster['l2_tokens'])} tokens, "
+        + (f"one shared L3 of {human(l3)}" if l3 else "no L3")
+    )
+    shared = ["L3 (shared)", "private only"] if l3 else []
+    table = new_table(title, ["N", "L1", "L2", *shared, "total", "bound (1 x N)", ("requests", ID)])
+    for row in cluster["points"]:
+        lo, hi = row["requests_min"], row["requests_max"]
+        cells = [str(row["instances"]), _pct(row["device_hit_rate"]), _pct(row["host_hit_rate"])]
+        if l3:
+            cells += [_pct(row["storage_hit_rate"]), _pct(row["private_hit_rate"])]
+        cells += [
+            _pct(row["total_hit_rate"]), _pct(row["bound_hit_rate"]),
+            f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}",
+        ]  # fmt: skip
+        table.add_row(*cells)
+    print_fitted(c, table)
+    note = "bound: one instance with N x L1 and N x L2" + (" and the same L3" if l3 else "")
+    if cluster["cache_threshold"] is not None:
+        note += (
+            f"; cache_aware modelled at balanced load (threshold {cluster['cache_threshold']:g}"
+            ", load balancing not modelled: plan/cluster.py)"
+        )
+    c.print(text(note))
 
 
 def _render_three_tiers(c: Any, t: dict[str, Any]) -> None:
