@@ -9,7 +9,6 @@ is syntax-checked by its shell where that shell is installed.
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
@@ -123,9 +122,9 @@ def test_values_narrow_as_typed(script_file: Path) -> None:
     assert "--profile" in answers[7]
 
 
-def test_paths_numbers_and_engine_arguments(script_file: Path, tmp_path: Path) -> None:
+def test_paths_numbers_and_engine_arguments(script_file: Path, tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "box.tar.xz").write_text("")
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     answers = ask_many(
         script_file,
         ["xputune probe --root bo", "xputune plan --tp ", "xputune launch sglang -- bo"],

@@ -6,6 +6,8 @@ bounds on arbitrary traces (hypothesis)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -97,7 +99,12 @@ def test_rates_are_shares_and_one_instance_is_the_single_model(
     assert single.bound_total == pytest.approx(single.total)
 
 
-TRACE = "tests/data/traces/mooncake-conversation-1171-1570.jsonl"
+TRACE = str(
+    Path(__file__).resolve().parents[1]
+    / "data"
+    / "traces"
+    / "mooncake-conversation-1171-1570.jsonl"
+)
 
 
 @pytest.mark.parametrize(
