@@ -2,12 +2,16 @@
  * Host copy backend: memcpy over a segment table, split across a few threads.
  *
  * Why threads: one core cannot saturate a socket's memory bandwidth, so a large layer copy
- * (tens of MB) goes faster on two to eight cores. Why not always: a thread costs tens of
- * microseconds to start, so small copies stay on the caller's thread, and a thread that has
- * to wait for a busy core delays the whole copy, so no more threads than idle CPUs. The work is split by
- * bytes, not by segments, so one huge segment (a merged layer_first layer) is shared as evenly
- * as forty thousand small ones; threads take chunks as they go, so a descheduled thread on a
- * busy machine does not hold the whole copy back.
+ * (tens of MB) goes faster on a few cores. Why not always: a thread costs tens of microseconds
+ * to start, so small copies stay on the caller's thread, and a thread that has to wait for a
+ * busy core delays the whole copy, so no more threads than idle CPUs, and at most
+ * XT_AUTO_MAX_THREADS unless the caller asks. Threads are started by the caller's thread and
+ * inherit its CPU affinity, so a process bound to a NUMA node copies on that node's CPUs. A
+ * table of few segments is split by bytes, so one huge segment (a merged layer_first layer) is
+ * shared as evenly as forty thousand small ones; a transfer of many small segments (page_first)
+ * is split by positions in its segment order instead (copy_split), without a table. Either way
+ * threads take chunks as they go, so a descheduled thread on a busy machine does not hold the
+ * whole copy back.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -23,6 +27,11 @@
 /* Below this many bytes per thread, another thread costs more than it saves. */
 #define XT_MIN_BYTES_PER_THREAD ((uint64_t)4 << 20)
 #define XT_MAX_THREADS 16
+/* The automatic choice stops at a small fixed count: one core fetches page_first's strided
+ * items at 0.56-0.96 of its contiguous read speed (bench_copy part 3 on a busy Zen 5 VM, median
+ * 0.71: its misses in flight run out, not the memory), so a second to fourth core lift such a
+ * copy most, while every further one is a core taken from the server the copy runs in. */
+#define XT_AUTO_MAX_THREADS 4
 
 int xt_host_abi_version(void) { return XT_ABI_VERSION; }
 
@@ -39,9 +48,9 @@ int xt_host_cpu_count(void) {
 
 /* Threads used for `total` bytes when the caller asks for `requested` (<= 0 means auto). */
 int xt_host_thread_count(uint64_t total, int requested) {
-    int cap = xt_host_cpu_count();
-    if (cap > XT_MAX_THREADS) cap = XT_MAX_THREADS;
     if (requested > 0) return requested < XT_MAX_THREADS ? requested : XT_MAX_THREADS;
+    int cap = xt_host_cpu_count();
+    if (cap > XT_AUTO_MAX_THREADS) cap = XT_AUTO_MAX_THREADS;
     uint64_t by_size = total / XT_MIN_BYTES_PER_THREAD;
     if (by_size <= 1) return 1;
     /* Do not oversubscribe: on a busy machine a second thread waits for a core, and the copy
@@ -111,6 +120,12 @@ static inline void copy_bytes(char *dst, const char *src, uint64_t n) {
  */
 #define XT_PREFETCH_AHEAD 8
 #define XT_PREFETCH_MAX ((uint64_t)4096)
+/* A larger segment that starts far from the previous one (a page_first_direct page: 72 KB, the
+ * next one 5.75 MB on) is a new stream the hardware prefetcher takes a few kilobytes to pick
+ * up; its first XT_PREFETCH_HEAD bytes are asked for while the segment before it is copied
+ * (measured in a bare C loop, 512 pages of 72 KB gathered, streamed: 0.96 -> 1.05 of one
+ * memcpy). Streamed runs do better still: see emit_flush_before. */
+#define XT_PREFETCH_HEAD ((uint64_t)8192)
 
 static inline void prefetch_bytes(uint64_t address, uint64_t n) {
     const char *p = (const char *)(uintptr_t)address;
@@ -118,19 +133,70 @@ static inline void prefetch_bytes(uint64_t address, uint64_t n) {
 }
 
 /*
- * Small segments of a large transfer are written with non-temporal (streaming) stores.
- * Why: glibc writes around the cache itself, but only for one call above ~3/4 of the L3
- * share; a page_first transfer is 32K calls of 1 KB each, so it never does, although the
- * transfer as a whole (tens of MB) cannot stay in the cache either. Written through the cache,
- * every destination line is first read (a read-for-ownership), a third more memory traffic;
- * streamed, it is not (measured on 32K items of 1152 B: 0.64 -> 0.85 of memcpy gathering,
- * 0.67 -> 0.93 scattering). Only segments up to XT_STREAM_MAX: a large segment is one memcpy
- * call that glibc sizes itself. Whole 64-byte lines only; a segment's unaligned head and tail
- * go through memcpy, so a line is never half streamed. x86-64 only (SSE2, always there);
- * elsewhere every segment is a memcpy.
+ * A small segment written into a flat pool (page_first: one item every num_layers items, a
+ * new 4 KiB page for every item) has its destination's first line asked for as its source
+ * is. Why: the streaming stores of each item otherwise wait for the address translation of a
+ * page no access has touched yet (in a VM, a two-level page walk), one item after another;
+ * the prefetch does that walk ahead. Measured on a Zen 5 VM, 32K items of 1152 B scattered
+ * 89,856 B apart, streamed: 0.55-0.63 -> 1.04-1.26 of one memcpy of the bytes. A gathered
+ * item's destination is a contiguous buffer, whose next page the prefetch of its source
+ * already covers, so only flat destinations: the extra line read is 1/18 of such an item.
  */
-#define XT_STREAM_MAX ((uint64_t)16 << 10)
+static inline void prefetch_destination(uint64_t address) {
+    __builtin_prefetch((const char *)(uintptr_t)address, 1, 0);
+}
+
+/*
+ * The small segments of a transfer larger than the last-level cache (and, see copy_segment,
+ * some large ones) are written with non-temporal (streaming) stores. Why: glibc writes around
+ * the cache itself, but only for one call above ~3/4 of the L3 share (288 MiB on a VM that
+ * reports a 384 MiB share); a page_first transfer is 32K calls of 1 KB each and a layer is at
+ * most a few 256 KiB pieces, so it never does, although the transfer as a whole (tens of MB)
+ * cannot stay in the cache either. Written through the cache, every destination line is first
+ * read (a read-for-ownership), a third more memory traffic; streamed, it is not (measured on
+ * 32K items of 1152 B: 0.64 -> 0.85 of memcpy gathering, 0.67 -> 0.93 scattering). Whole
+ * 64-byte lines only; a segment's unaligned head and tail go through copy_small, so a line is
+ * never half streamed. x86-64 only (SSE2, always there); elsewhere every segment is a memcpy.
+ */
 #define XT_STREAM_MIN_FALLBACK ((uint64_t)32 << 20)
+#define XT_STREAM_MAX ((uint64_t)16 << 10)
+#define XT_STREAM_ALL_FACTOR 4
+
+/*
+ * Fewer than 64 bytes (a streamed segment's unaligned head or tail) with a few fixed-size,
+ * possibly overlapping moves the compiler inlines, instead of a call to memcpy. Why: an item
+ * gathered into a buffer that is not 64-byte aligned has both, so every item of a page_first
+ * load paid two library calls for a few bytes each. Source and destination never overlap
+ * (memcpy's contract), so overlapping moves within one side are harmless.
+ */
+static inline void copy_small(char *dst, const char *src, uint64_t n) {
+    uint64_t a, b;
+    if (n >= 16) {
+        char t[64];
+        const uint64_t k = n >= 32 ? 32 : 16;
+        __builtin_memcpy(t, src, 16);
+        if (k == 32) __builtin_memcpy(t + 16, src + 16, 16);
+        __builtin_memcpy(t + 32, src + n - k, 16);
+        if (k == 32) __builtin_memcpy(t + 48, src + n - 16, 16);
+        __builtin_memcpy(dst, t, 16);
+        if (k == 32) __builtin_memcpy(dst + 16, t + 16, 16);
+        __builtin_memcpy(dst + n - k, t + 32, 16);
+        if (k == 32) __builtin_memcpy(dst + n - 16, t + 48, 16);
+    } else if (n >= 8) {
+        __builtin_memcpy(&a, src, 8);
+        __builtin_memcpy(&b, src + n - 8, 8);
+        __builtin_memcpy(dst, &a, 8);
+        __builtin_memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t x, y;
+        __builtin_memcpy(&x, src, 4);
+        __builtin_memcpy(&y, src + n - 4, 4);
+        __builtin_memcpy(dst, &x, 4);
+        __builtin_memcpy(dst + n - 4, &y, 4);
+    } else {
+        for (uint64_t i = 0; i < n; ++i) dst[i] = src[i];
+    }
+}
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -140,7 +206,7 @@ static void stream_bytes(char *dst, const char *src, uint64_t n) {
     uint64_t head = (64 - ((uintptr_t)dst & 63)) & 63;
     if (head > n) head = n;
     if (head) {
-        memcpy(dst, src, (size_t)head);
+        copy_small(dst, src, head);
         dst += head;
         src += head;
         n -= head;
@@ -157,7 +223,44 @@ static void stream_bytes(char *dst, const char *src, uint64_t n) {
         dst += 64;
         src += 64;
     }
-    if (n & 63) memcpy(dst, src, (size_t)(n & 63));
+    if (n & 63) copy_small(dst, src, n & 63);
+}
+
+/*
+ * stream_bytes that asks for one line of `ahead` (a later item's source, n bytes too; NULL:
+ * none) with each line it copies, instead of the whole item at once before it. Why: eighteen
+ * prefetches in a burst overrun the core's queue of misses in flight and some are dropped;
+ * one a line keeps it full and even (measured on a Zen 5 VM in a bare C loop, 32K items of
+ * 1152 B gathered 89,856 B apart into a contiguous buffer: 0.67-0.86 -> 0.86-0.98 of one
+ * memcpy; the operator, bookkeeping and all, stayed at 0.72-0.78 in bench_copy there).
+ */
+static void stream_bytes_ahead(char *dst, const char *src, uint64_t n, const char *ahead,
+                               uint64_t ahead_n) {
+    const uint64_t whole = n;
+    uint64_t head = (64 - ((uintptr_t)dst & 63)) & 63, done = 0;
+    if (head > n) head = n;
+    if (head) {
+        copy_small(dst, src, head);
+        dst += head;
+        src += head;
+        n -= head;
+    }
+    for (uint64_t lines = n / 64; lines; --lines, done += 64) {
+        if (ahead && done < ahead_n) __builtin_prefetch(ahead + done, 0, 3);
+        const __m128i *s = (const __m128i *)src;
+        __m128i *d = (__m128i *)dst;
+        const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+        const __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+        _mm_stream_si128(d, a);
+        _mm_stream_si128(d + 1, b);
+        _mm_stream_si128(d + 2, c);
+        _mm_stream_si128(d + 3, e);
+        dst += 64;
+        src += 64;
+    }
+    if (n & 63) copy_small(dst, src, n & 63);
+    if (ahead) /* the lines the head and tail left out, never more than this segment's size */
+        for (; done < whole && done < ahead_n; done += 64) __builtin_prefetch(ahead + done, 0, 3);
 }
 
 /* Streaming stores are weakly ordered: fence them before the copy counts as done. */
@@ -182,6 +285,11 @@ static void vector_bytes(char *dst, const char *src, uint64_t n) {
 #else
 #define XT_SSE2 0
 static void stream_bytes(char *dst, const char *src, uint64_t n) { copy_bytes(dst, src, n); }
+static void stream_bytes_ahead(char *dst, const char *src, uint64_t n, const char *ahead,
+                               uint64_t ahead_n) {
+    if (ahead) prefetch_bytes((uint64_t)(uintptr_t)ahead, ahead_n < n ? ahead_n : n);
+    copy_bytes(dst, src, n);
+}
 static inline void stream_fence(void) {}
 static void vector_bytes(char *dst, const char *src, uint64_t n) { memcpy(dst, src, (size_t)n); }
 #endif
@@ -221,13 +329,29 @@ int64_t xt_host_stream_min(int64_t bytes) {
     return now;
 }
 
+/* 0: no streaming; 1: small segments (and short-distance ones) streamed; 2: every segment. */
 static inline int use_stream(uint64_t total) {
-    return XT_SSE2 && total >= (uint64_t)xt_host_stream_min(-1);
+    const uint64_t min = (uint64_t)xt_host_stream_min(-1);
+    if (!XT_SSE2 || total < min) return 0;
+    return total / XT_STREAM_ALL_FACTOR >= min ? 2 : 1;
 }
 
-/* One segment: streamed if the transfer streams and the segment is small, else memcpy pieces. */
+/*
+ * One segment: streamed if the transfer streams and the segment is small, else memcpy pieces
+ * (copy_bytes), with two exceptions where a large segment streams too. A transfer of
+ * XT_STREAM_ALL_FACTOR caches or more (stream == 2): cut into 256 KiB pieces, its segments
+ * never reach glibc's own non-temporal path and would pay a read-for-ownership on every
+ * destination line (measured on a Zen 5 VM, 78 segments of 4.7 MB: streamed 1.31x one memcpy
+ * of the 368 MB, pieces 1.11x). A segment whose destination is just past its source modulo
+ * 4 KiB, which would otherwise go through the SSE2 loop (one 37.7 MB layer: streamed 1.18x,
+ * the loop 0.94x). Below that size, other large segments stay rep movsb pieces, which are no
+ * worse there (37.7 MB in 72 KB pages written back into a huge-page pool: pieces 0.91-0.98 of
+ * memcpy, streamed 0.87-0.93). Gathered large runs stream anyway: emit_flush_before.
+ */
 static inline void copy_segment(char *dst, const char *src, uint64_t n, int stream) {
-    if (stream && n <= XT_STREAM_MAX) stream_bytes(dst, src, n);
+    if (stream && (n <= XT_STREAM_MAX || stream == 2 ||
+                   (n >= XT_SHORT_DISTANCE_MIN && short_distance(dst, src))))
+        stream_bytes(dst, src, n);
     else copy_bytes(dst, src, n);
 }
 
@@ -396,6 +520,14 @@ static inline int run_in_range(const xt_side *sd, int64_t a, int64_t b) {
     return lo >= 0 && hi >= lo && (sd->slots < 0 || hi < sd->slots);
 }
 
+/* Every slot of idx[0..n) is >= 0 and (slots >= 0) below slots: one branch-free pass. */
+static int all_in_range(const int64_t *idx, int64_t n, int64_t slots) {
+    const uint64_t limit = slots < 0 ? (uint64_t)INT64_MAX + 1 : (uint64_t)slots;
+    uint64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad |= (uint64_t)((uint64_t)idx[i] >= limit);
+    return bad == 0;
+}
+
 /* Slot k cannot continue the run that holds k - 1 (k >= 1). */
 static inline int breaks_at(const xt_side *s, const xt_side *d, int64_t k) {
     const int64_t a = s->idx[k], b = d->idx[k];
@@ -488,12 +620,28 @@ typedef struct {
     uint64_t *tsrc, *tdst, *tlen; /* NULL: copy now */
 } xt_emit;
 
-static inline void emit_flush(xt_emit *e) {
+/*
+ * Copy (or table) the segment held, knowing the next one's source (next_len 0: none known).
+ * A large segment of a streamed transfer whose successor's source does not go on from where
+ * its own ends (a gather of scattered pages: page_first_direct, layer_first in shuffled pages)
+ * is streamed, asking for the successor's source one line per line it copies. Why: each such
+ * run is a new stream the hardware prefetcher starts cold; fetched this way it is already in
+ * flight when its copy starts (measured on a Zen 5 VM, 512 pages of 72 KB gathered 5.75 MB
+ * apart, in a bare C loop: 32.6 GB/s, 1.36-1.41x one memcpy of the bytes, against 28.5 GB/s
+ * for memcpy pieces with the first 8 KB asked for; in bench_copy, page_first_direct's one-layer
+ * load 0.63-0.72 -> 1.04-1.14 of memcpy, layer_first's in shuffled pages 0.77 -> 1.15-1.24). A
+ * successor that goes on from the end is left to the hardware prefetcher (a contiguous source:
+ * one layer written back page by page).
+ */
+static inline void emit_flush_before(xt_emit *e, uint64_t next_src, uint64_t next_len) {
     if (!e->len) return;
     if (e->tsrc) {
         e->tsrc[e->count] = e->src;
         e->tdst[e->count] = e->dst;
         e->tlen[e->count] = e->len;
+    } else if (e->stream && e->len > XT_STREAM_MAX && next_len && next_src != e->src + e->len) {
+        stream_bytes_ahead((char *)(uintptr_t)e->dst, (const char *)(uintptr_t)e->src, e->len,
+                           (const char *)(uintptr_t)next_src, next_len);
     } else {
         copy_segment((char *)(uintptr_t)e->dst, (const char *)(uintptr_t)e->src, e->len,
                      e->stream);
@@ -501,6 +649,8 @@ static inline void emit_flush(xt_emit *e) {
     e->count++;
     e->len = 0;
 }
+
+static inline void emit_flush(xt_emit *e) { emit_flush_before(e, 0, 0); }
 
 static inline void emit(xt_emit *e, const xt_side *s, const xt_side *d, int64_t member,
                         int64_t layer, int64_t a, int64_t b, int64_t item) {
@@ -514,7 +664,7 @@ static inline void emit(xt_emit *e, const xt_side *s, const xt_side *d, int64_t 
         e->dbuf == dbuf && e->spage == spage && e->dpage == dpage) {
         e->len += len;
     } else {
-        emit_flush(e);
+        emit_flush_before(e, src, len);
         e->src = src;
         e->dst = dst;
         e->len = len;
@@ -532,8 +682,32 @@ static inline void prefetch_run(const xt_runs *R, int64_t member, int64_t layer,
     int64_t a, b;
     run_bounds(R, q, &a, &b);
     const uint64_t len = (uint64_t)(b - a) * (uint64_t)item;
-    if (len <= XT_PREFETCH_MAX)
+    if (len <= XT_PREFETCH_MAX) {
         prefetch_bytes(side_address(R->s, member, layer, R->s->idx[a], item), len);
+        if (!R->d->per_layer)
+            prefetch_destination(side_address(R->d, member, layer, R->d->idx[a], item));
+    }
+}
+
+/* The head of run q when it is a large one (XT_PREFETCH_HEAD), asked for one run ahead; not
+ * when its source goes on from where run q - 1's ends (a contiguous source: the hardware
+ * prefetcher is already on it, and a burst of prefetches there would only crowd the misses in
+ * flight). */
+static inline void prefetch_run_head(const xt_runs *R, int64_t member, int64_t layer, int64_t q,
+                                     int64_t item) {
+    if (R->mode != 1 || q >= R->runs) return;
+    int64_t a, b;
+    run_bounds(R, q, &a, &b);
+    const uint64_t len = (uint64_t)(b - a) * (uint64_t)item;
+    if (len <= XT_PREFETCH_MAX) return;
+    const uint64_t start = side_address(R->s, member, layer, R->s->idx[a], item);
+    if (q > 0) {
+        int64_t pa, pb;
+        run_bounds(R, q - 1, &pa, &pb);
+        const uint64_t before = side_address(R->s, member, layer, R->s->idx[pa], item);
+        if (before + (uint64_t)(pb - pa) * (uint64_t)item == start) return;
+    }
+    prefetch_bytes(start, len < XT_PREFETCH_HEAD ? len : XT_PREFETCH_HEAD);
 }
 
 static void emit_all(const xt_runs *R, xt_emit *e, int64_t members, int64_t layers, int64_t item,
@@ -573,7 +747,10 @@ static void emit_all(const xt_runs *R, xt_emit *e, int64_t members, int64_t laye
                         b = next_break(s, d, a + 1, R->n);
                     } else {
                         run_bounds(R, q, &a, &b);
-                        if (!e->tsrc) prefetch_run(R, m, l, q + XT_PREFETCH_AHEAD, item);
+                        if (!e->tsrc) {
+                            prefetch_run(R, m, l, q + XT_PREFETCH_AHEAD, item);
+                            prefetch_run_head(R, m, l, q + 1, item);
+                        }
                     }
                     emit(e, s, d, m, l, a, b, item);
                 }
@@ -590,10 +767,62 @@ static void emit_all(const xt_runs *R, xt_emit *e, int64_t members, int64_t laye
  * copied at once without emit()'s merge bookkeeping, which costs as much as a small copy.
  * Run-major order, as the planner's; the source eight segments ahead is prefetched.
  */
+/*
+ * Streamed items (a transfer larger than the cache), sources asked for line by line
+ * XT_STREAM_AHEAD items ahead (stream_bytes_ahead), and the first source line of the item
+ * XT_TLB_AHEAD ahead touched on its own, so the address translation of its page is done by
+ * the time the line-by-line prefetch reaches it (measured in a bare C loop with the
+ * line-by-line prefetch: 0.74-0.89 -> 0.86-0.98). A flat pool's destination line is asked
+ * for too (prefetch_destination). Same order and bytes as copy_unmergeable_items.
+ */
+#define XT_STREAM_AHEAD 16
+#define XT_TLB_AHEAD 64
+
+static void copy_unmergeable_streamed(const xt_runs *R, int64_t members, int64_t layers,
+                                      int64_t item) {
+    const xt_side *s = R->s, *d = R->d;
+    const int prefetch_dst = !d->per_layer;
+    for (int64_t m = 0; m < members; ++m) {
+        int64_t aq = XT_STREAM_AHEAD / layers, al = XT_STREAM_AHEAD % layers;
+        int64_t tq = XT_TLB_AHEAD / layers, tl = XT_TLB_AHEAD % layers;
+        for (int64_t q = 0; q < R->n; ++q) {
+            const int64_t ss = s->idx[q], ds = d->idx[q];
+            for (int64_t l = 0; l < layers; ++l) {
+                const char *ahead = NULL;
+                if (aq < R->n) {
+                    ahead = (const char *)(uintptr_t)side_address(s, m, al, s->idx[aq], item);
+                    if (prefetch_dst)
+                        prefetch_destination(side_address(d, m, al, d->idx[aq], item));
+                    if (++al == layers) {
+                        al = 0;
+                        ++aq;
+                    }
+                }
+                if (tq < R->n) {
+                    __builtin_prefetch(
+                        (const char *)(uintptr_t)side_address(s, m, tl, s->idx[tq], item), 0, 0);
+                    if (++tl == layers) {
+                        tl = 0;
+                        ++tq;
+                    }
+                }
+                stream_bytes_ahead((char *)(uintptr_t)side_address(d, m, l, ds, item),
+                                   (const char *)(uintptr_t)side_address(s, m, l, ss, item),
+                                   (uint64_t)item, ahead, (uint64_t)item);
+            }
+        }
+    }
+}
+
 static int64_t copy_unmergeable_items(const xt_runs *R, int64_t members, int64_t layers,
                                       int64_t item, int stream) {
     const xt_side *s = R->s, *d = R->d;
+    if (stream && (uint64_t)item <= XT_PREFETCH_MAX) {
+        copy_unmergeable_streamed(R, members, layers, item);
+        return members * R->n * layers;
+    }
     const int prefetch = (uint64_t)item <= XT_PREFETCH_MAX;
+    const int prefetch_dst = prefetch && !d->per_layer;
     for (int64_t m = 0; m < members; ++m) {
         int64_t pq = XT_PREFETCH_AHEAD / layers, pl = XT_PREFETCH_AHEAD % layers;
         for (int64_t q = 0; q < R->n; ++q) {
@@ -601,6 +830,8 @@ static int64_t copy_unmergeable_items(const xt_runs *R, int64_t members, int64_t
             for (int64_t l = 0; l < layers; ++l) {
                 if (prefetch && pq < R->n) {
                     prefetch_bytes(side_address(s, m, pl, s->idx[pq], item), (uint64_t)item);
+                    if (prefetch_dst)
+                        prefetch_destination(side_address(d, m, pl, d->idx[pq], item));
                     if (++pl == layers) {
                         pl = 0;
                         ++pq;
@@ -613,6 +844,167 @@ static int64_t copy_unmergeable_items(const xt_runs *R, int64_t members, int64_t
         }
     }
     return members * R->n * layers;
+}
+
+/*
+ * Several threads without a segment table. Why: the table of a page_first backup (one segment
+ * per token per layer: 2.5M for 32K tokens x 78 layers) is 60 MB written and read again, more
+ * memory traffic than the copy it describes. Instead the emit sequence of one thread
+ * (emit_all's order: members x runs x layers) is cut into chunks of positions, which threads
+ * take from a shared counter as xt_host_copy's byte chunks are taken (a thread parked on a busy
+ * machine holds back only its chunk). Each chunk is emitted and merged as one thread would, so
+ * the bytes are the same; a segment that one thread would have merged across a chunk boundary
+ * is copied in two parts, and the count is corrected for it afterwards, so *segments stays
+ * the planner's. Destinations are assumed distinct across chunks (a repeated destination slot
+ * is written by whichever thread comes last, as with the byte-split table). The threads are
+ * started by the caller's thread, so they inherit its CPU affinity: a process bound to one
+ * NUMA node (numactl, taskset, SGLang's CPU binding) copies on that node's CPUs only.
+ */
+#define XT_SPLIT_MIN_PER_CHUNK 64
+
+/* Positions per chunk below which several threads use the byte-split table instead (few,
+ * large segments: one merged layer cannot be cut into positions); xt_host_split_min sets it
+ * (tests force the position split on tiny transfers with 0). */
+static _Atomic int64_t xt_split_min = XT_SPLIT_MIN_PER_CHUNK;
+
+/* Set that threshold (>= 0; < 0 leaves it); returns the one in force before. */
+int64_t xt_host_split_min(int64_t positions) {
+    const int64_t before = atomic_load(&xt_split_min);
+    if (positions >= 0) atomic_store(&xt_split_min, positions);
+    return before;
+}
+
+typedef struct {
+    int64_t m, q, l;
+} xt_pos;
+
+static inline xt_pos pos_at(int64_t p, int64_t runs, int64_t layers, int run_major) {
+    const int64_t per = runs * layers, r = p % per;
+    xt_pos x = {p / per, run_major ? r / layers : r % runs, run_major ? r % layers : r / runs};
+    return x;
+}
+
+static inline void pos_next(xt_pos *x, int64_t runs, int64_t layers, int run_major) {
+    if (run_major) {
+        if (++x->l == layers) {
+            x->l = 0;
+            if (++x->q == runs) {
+                x->q = 0;
+                ++x->m;
+            }
+        }
+    } else if (++x->q == runs) {
+        x->q = 0;
+        if (++x->l == layers) {
+            x->l = 0;
+            ++x->m;
+        }
+    }
+}
+
+/* Whether emit() would merge the segment at y into the one at x (x just before y). */
+static int merges_into(const xt_runs *R, xt_pos x, xt_pos y, int64_t item) {
+    if (x.m != y.m) return 0; /* K and V never merge */
+    const xt_side *s = R->s, *d = R->d;
+    int64_t a, b, c, e;
+    run_bounds(R, x.q, &a, &b);
+    run_bounds(R, y.q, &c, &e);
+    const uint64_t len = (uint64_t)(b - a) * (uint64_t)item;
+    const int64_t sx = s->idx[a], dx = d->idx[a], sy = s->idx[c], dy = d->idx[c];
+    return side_address(s, x.m, x.l, sx, item) + len == side_address(s, y.m, y.l, sy, item) &&
+           side_address(d, x.m, x.l, dx, item) + len == side_address(d, y.m, y.l, dy, item) &&
+           (s->per_layer ? x.l == y.l : 1) && (d->per_layer ? x.l == y.l : 1) &&
+           (s->cut > 0 ? sx / s->cut == sy / s->cut : 1) &&
+           (d->cut > 0 ? dx / d->cut == dy / d->cut : 1);
+}
+
+typedef struct {
+    const xt_runs *R;
+    int64_t layers, item, positions, chunk, chunks;
+    int run_major, stream;
+    atomic_int_fast64_t next, count;
+} xt_split;
+
+static void *split_worker(void *arg) {
+    xt_split *J = (xt_split *)arg;
+    const xt_runs *R = J->R;
+    const int64_t runs = R->runs, layers = J->layers, item = J->item;
+    int64_t count = 0;
+    for (;;) {
+        const int64_t c = (int64_t)atomic_fetch_add(&J->next, 1);
+        if (c >= J->chunks) break;
+        const int64_t lo = c * J->chunk;
+        const int64_t hi = lo + J->chunk < J->positions ? lo + J->chunk : J->positions;
+        xt_emit e = {0};
+        e.stream = J->stream;
+        xt_pos x = pos_at(lo, runs, layers, J->run_major);
+        int64_t ahead = lo + XT_PREFETCH_AHEAD;
+        xt_pos pf = pos_at(ahead, runs, layers, J->run_major);
+        for (int64_t p = lo; p < hi; ++p) {
+            if (ahead < J->positions) {
+                prefetch_run(R, pf.m, pf.l, pf.q, item);
+                pos_next(&pf, runs, layers, J->run_major);
+                ++ahead;
+            }
+            int64_t a, b;
+            run_bounds(R, x.q, &a, &b);
+            emit(&e, R->s, R->d, x.m, x.l, a, b, item);
+            const int64_t m = x.m;
+            pos_next(&x, runs, layers, J->run_major);
+            if (x.m != m) emit_flush(&e); /* K and V never merge */
+            else if (p + 1 < hi) prefetch_run_head(R, x.m, x.l, x.q, item);
+        }
+        emit_flush(&e);
+        count += e.count;
+    }
+    if (J->stream) stream_fence();
+    atomic_fetch_add(&J->count, count);
+    return NULL;
+}
+
+static int copy_split(xt_runs *R, int64_t members, int64_t layers, int64_t item, int run_major,
+                      int threads, int stream, int64_t *segments) {
+    int64_t *heap = NULL;
+    if (R->mode == 2) { /* chunks start anywhere: every run's start, found again */
+        heap = (int64_t *)malloc(sizeof(int64_t) * (size_t)R->runs);
+        if (!heap) return XT_ENOMEM;
+        int64_t q = 0;
+        for (int64_t a = 0, b; a < R->n; a = b, ++q) {
+            b = next_break(R->s, R->d, a + 1, R->n);
+            heap[q] = a;
+        }
+        R->starts = heap;
+        R->mode = 1;
+    }
+    xt_split J;
+    J.R = R;
+    J.layers = layers;
+    J.item = item;
+    J.positions = R->runs * layers * members;
+    J.chunk = (J.positions + (int64_t)threads * XT_CHUNKS_PER_THREAD - 1) /
+              ((int64_t)threads * XT_CHUNKS_PER_THREAD);
+    J.chunks = (J.positions + J.chunk - 1) / J.chunk;
+    J.run_major = run_major;
+    J.stream = stream;
+    atomic_init(&J.next, 0);
+    atomic_init(&J.count, 0);
+    pthread_t tids[XT_MAX_THREADS];
+    int started[XT_MAX_THREADS] = {0};
+    for (int t = 1; t < threads; ++t)
+        started[t] = pthread_create(&tids[t], NULL, split_worker, &J) == 0;
+    split_worker(&J); /* the caller's thread works too, and finishes alone if no thread started */
+    for (int t = 1; t < threads; ++t)
+        if (started[t]) pthread_join(tids[t], NULL);
+    int64_t count = (int64_t)atomic_load(&J.count);
+    for (int64_t c = 1; c < J.chunks; ++c) {
+        const int64_t p = c * J.chunk;
+        if (merges_into(R, pos_at(p - 1, R->runs, layers, run_major),
+                        pos_at(p, R->runs, layers, run_major), item))
+            --count;
+    }
+    free(heap);
+    *segments = count;
+    return XT_OK;
 }
 
 /*
@@ -635,10 +1027,14 @@ int xt_host_copy_layout(const uint64_t *src_bases, const uint64_t *dst_bases,
     side_init(&s, src_bases, src_geometry, si, item, layers);
     side_init(&d, dst_bases, dst_geometry, di, item, layers);
 
-    /* Pass 1: the runs, each checked at its two ends (nothing moves on a bad slot). */
+    /* Pass 1: the runs, each checked at its two ends (nothing moves on a bad slot). Every slot
+     * its own run: both index arrays checked whole first, in a loop the compiler vectorises
+     * (~20 us less per 32K-token page_first layer than a slot at a time); only when that finds
+     * a bad slot does the loop below say which side's comes first. */
     int64_t starts[XT_STARTS_CAP];
     xt_runs R = {&s, &d, n, 0, s.always || d.always ? 0 : 1, starts};
-    for (int64_t a = 0, b; a < n; a = b) {
+    const int checked = R.mode == 0 && all_in_range(si, n, s.slots) && all_in_range(di, n, d.slots);
+    for (int64_t a = 0, b; a < n && !checked; a = b) {
         b = R.mode == 0 ? a + 1 : next_break(&s, &d, a + 1, n);
         if (!run_in_range(&s, a, b)) return XT_ERANGE_SRC;
         if (!run_in_range(&d, a, b)) return XT_ERANGE_DST;
@@ -648,6 +1044,7 @@ int xt_host_copy_layout(const uint64_t *src_bases, const uint64_t *dst_bases,
         }
         R.runs++;
     }
+    if (checked) R.runs = n;
 
     const uint64_t total = (uint64_t)n * (uint64_t)item * (uint64_t)layers * (uint64_t)members;
     xt_emit e = {0};
@@ -661,6 +1058,12 @@ int xt_host_copy_layout(const uint64_t *src_bases, const uint64_t *dst_bases,
         *segments = e.count;
         return XT_OK;
     }
+    const int threads = xt_host_thread_count(total, nthreads);
+    const int64_t positions = R.runs * layers * members;
+    if (positions >= (int64_t)threads * XT_CHUNKS_PER_THREAD * atomic_load(&xt_split_min))
+        return copy_split(&R, members, layers, item, run_major, threads, use_stream(total),
+                          segments);
+    /* Few segments (a merged layer_first layer is one): a table, split by bytes. */
     const uint64_t bound = (uint64_t)R.runs * (uint64_t)layers * (uint64_t)members;
     uint64_t *table = (uint64_t *)malloc(sizeof(uint64_t) * 3 * (size_t)bound);
     if (!table) return XT_ENOMEM;
@@ -690,4 +1093,42 @@ int xt_host_copy_items(const uint64_t *src_bases, const uint64_t *dst_bases, int
     }
     return xt_host_copy_layout(src_bases, dst_bases, sg, dg, 1, nbufs, si, di, n, item, 0,
                                nthreads, segments);
+}
+
+/* -- references for benchmarks: what a strided pattern costs by itself ------------------------ */
+
+/*
+ * A plain C loop of memcpy over count items of item bytes, the k-th from src + k * src_stride
+ * to dst + k * dst_stride: what a strided layout (page_first: one item every num_layers items)
+ * costs with the obvious code, for benchmarks to set beside one memcpy of the same bytes and
+ * beside the operators. No checks: a benchmark's own buffers only.
+ */
+void xt_host_strided_memcpy(void *dst, const void *src, uint64_t item, uint64_t count,
+                            uint64_t dst_stride, uint64_t src_stride) {
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    for (uint64_t k = 0; k < count; ++k) memcpy(d + k * dst_stride, s + k * src_stride, item);
+}
+
+/*
+ * Read count items of item bytes (a multiple of 8), one every stride bytes, the source of
+ * the item XT_PREFETCH_AHEAD ahead asked for as each is read, and return the XOR of every
+ * 8-byte word (so nothing is optimised away). With stride == item it is one contiguous read.
+ * Why: how fast one core can read a strided pattern at all bounds every copy of it; benchmarks
+ * set it beside a contiguous read of the same bytes.
+ */
+uint64_t xt_host_strided_read(const void *src, uint64_t item, uint64_t count, uint64_t stride) {
+    const char *s = (const char *)src;
+    uint64_t acc = 0;
+    for (uint64_t k = 0; k < count; ++k) {
+        const char *p = s + k * stride;
+        if (stride != item && k + XT_PREFETCH_AHEAD < count)
+            prefetch_bytes((uint64_t)(uintptr_t)(p + XT_PREFETCH_AHEAD * stride), item);
+        for (uint64_t i = 0; i + 8 <= item; i += 8) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            acc ^= w;
+        }
+    }
+    return acc;
 }

@@ -42,3 +42,18 @@ def test_pools_come_from_the_callers_allocator() -> None:
         layouts=("page_first",), directions=("d2h",), host_alloc=alloc,
     )  # fmt: skip
     assert asked == [64 * 2 * 64, 64 * 2 * 64]  # the pool, then the memcpy baseline's host side
+
+
+def test_strided_reference_asks_one_page_first_pool_and_reports_both_patterns() -> None:
+    """Part 3 of bench_copy: one pool of tokens x pool_layers items from host_alloc, a gather,
+    a scatter and a read row, each with a figure for the pattern and for its baseline."""
+    asked: list[int] = []
+
+    def alloc(nbytes: int) -> np.ndarray:
+        asked.append(nbytes)
+        return np.zeros(nbytes, np.uint8)
+
+    rows = bench.strided(tokens=64, pool_layers=3, item_size=32, repeats=1, host_alloc=alloc)
+    assert asked == [64 * 3 * 32]
+    assert [r.direction for r in rows] == ["gather", "scatter", "read"]
+    assert all(r.stride == 96 and r.gbps > 0 and r.baseline_gbps > 0 for r in rows)

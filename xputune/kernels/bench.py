@@ -130,6 +130,35 @@ def _timed(fn: Callable[[], None], sync: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
+def _paired(
+    call: Callable[[], None], base_call: Callable[[], None], repeats: int,
+    sync: Callable[[], None], progress: Callable[[], None] | None = None,
+) -> tuple[list[float], list[float]]:  # fmt: skip
+    """(call times, baseline times) of `repeats` back-to-back pairs, after one untimed warm-up
+    of each (it builds and loads the library and faults pages in)."""
+    call()
+    base_call()
+    op_times: list[float] = []
+    base_times: list[float] = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection inside one timed call would land on one side only
+    try:
+        for i in range(repeats):
+            # Alternate which goes first (ABBA), so "second in a pair" bias cancels out.
+            if i % 2 == 0:
+                op_times.append(_timed(call, sync))
+                base_times.append(_timed(base_call, sync))
+            else:
+                base_times.append(_timed(base_call, sync))
+                op_times.append(_timed(call, sync))
+            if progress:
+                progress()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return op_times, base_times
+
+
 def _case(
     mem: Any, layout: str, direction: str, tokens: int, layers: int, pool_layers: int, item: int,
     page_size: int, pattern: str,
@@ -264,29 +293,11 @@ def run(
                 flat_host[...] = 1
                 regions = (flat_host, flat_dev) if direction == "h2d" else (flat_dev, flat_host)
             base_src, base_dst = (mem.flat(r, total) for r in regions)
-            call()  # warm: builds and loads the library, faults pages in
-            mem.baseline(base_dst, base_src)
-            op_times, base_times = [], []
 
             def base_call() -> None:
                 mem.baseline(base_dst, base_src)  # noqa: B023
 
-            gc_was_enabled = gc.isenabled()
-            gc.disable()  # a collection inside one timed call would land on one side only
-            try:
-                for i in range(repeats):
-                    # Alternate which goes first (ABBA), so "second in a pair" bias cancels out.
-                    if i % 2 == 0:
-                        op_times.append(_timed(call, mem.sync))
-                        base_times.append(_timed(base_call, mem.sync))
-                    else:
-                        base_times.append(_timed(base_call, mem.sync))
-                        op_times.append(_timed(call, mem.sync))
-                    if progress:
-                        progress()
-            finally:
-                if gc_was_enabled:
-                    gc.enable()
+            op_times, base_times = _paired(call, base_call, repeats, mem.sync, progress)
             # GB/s: best of the repeats (the run least disturbed on a shared machine). Ratio: the
             # median over back-to-back pairs, so slow drifts in machine load cancel out; min and
             # max show how far one pair can stray on this machine.
@@ -300,6 +311,80 @@ def run(
                 round(max(ratios), 3),
             ))  # fmt: skip
     return mem.name, rows
+
+
+@dataclass
+class StridedRow:
+    """A plain C loop of memcpy over a page_first pool's items of one layer (what the strided
+    pattern costs with the obvious code) against one memcpy of the same bytes."""
+
+    # "gather" (pool to a contiguous buffer, a load), "scatter" (a backup), or "read": the
+    # items only read (prefetched ahead), against a contiguous read of as many bytes
+    direction: str
+    items: int
+    item_size: int
+    stride: int  # bytes from one item of the pool to the next
+    gbps: float  # best run
+    baseline_gbps: float
+    ratio_min: float  # memcpy time / loop time of back-to-back pairs
+    ratio: float  # median
+    ratio_max: float
+
+
+def strided(
+    *, tokens: int = 32768, pool_layers: int = 78, item_size: int = 1152, repeats: int = 7,
+    host_alloc: Callable[[int], Any] | None = None,
+) -> list[StridedRow]:  # fmt: skip
+    """The page_first pattern's own price: `tokens` items of one layer out of a pool of
+    `pool_layers` layers (one item every pool_layers * item_size bytes), gathered into and
+    scattered from a contiguous buffer by a plain C loop of memcpy (xt_host_strided_memcpy),
+    each paired with one memcpy of the same bytes between the same two buffers (the pool's
+    first bytes), as run() pairs the operators; and the items only read, against one
+    contiguous read of as many bytes (the pool's first ones). Why: page_first's ratio in run()
+    says how far the operator is from memcpy; this says how far the layout itself puts the
+    obvious code, and how fast one core can read the pattern at all."""
+    mem = _Host(host_alloc)
+    stride = pool_layers * item_size
+    total = tokens * item_size
+    pool = mem.pool((tokens, stride))
+    pool[:, :item_size] = 1  # what the gather reads (untouched pages would read one zero page)
+    flat = mem.flat(pool, total)
+    flat[...] = 1
+    dev = mem.host((tokens, item_size))
+    backend = mem.backend
+    p, d = mem.address(pool), mem.address(dev)
+    rows = []
+    for direction in ("gather", "scatter", "read"):
+        if direction == "read":
+
+            def call() -> None:
+                backend.strided_read(p, item_size, tokens, stride)
+
+            def base_call() -> None:
+                backend.strided_read(p, total, 1, total)
+        elif direction == "gather":
+
+            def call() -> None:
+                backend.strided_memcpy(d, p, item_size, tokens, item_size, stride)
+
+            def base_call() -> None:
+                mem.baseline(dev, flat)
+        else:
+
+            def call() -> None:
+                backend.strided_memcpy(p, d, item_size, tokens, stride, item_size)
+
+            def base_call() -> None:
+                mem.baseline(flat, dev)
+
+        op_times, base_times = _paired(call, base_call, repeats, mem.sync)
+        ratios = [b / o for o, b in zip(op_times, base_times, strict=True)]
+        rows.append(StridedRow(
+            direction, tokens, item_size, stride, round(total / min(op_times) / 1e9, 3),
+            round(total / min(base_times) / 1e9, 3), round(min(ratios), 3),
+            round(median(ratios), 3), round(max(ratios), 3),
+        ))  # fmt: skip
+    return rows
 
 
 @dataclass
@@ -333,5 +418,7 @@ def segment_counts(
     return rows
 
 
-def rows_as_dicts(rows: list[BenchRow] | list[SegmentRow]) -> list[dict[str, Any]]:
+def rows_as_dicts(
+    rows: list[BenchRow] | list[SegmentRow] | list[StridedRow],
+) -> list[dict[str, Any]]:
     return [asdict(r) for r in rows]

@@ -43,8 +43,15 @@ def load_library() -> ctypes.CDLL:
     lib.xt_host_copy_layout.restype = ctypes.c_int
     lib.xt_host_stream_min.argtypes = [i64]
     lib.xt_host_stream_min.restype = i64
+    lib.xt_host_split_min.argtypes = [i64]
+    lib.xt_host_split_min.restype = i64
     lib.xt_host_memcpy.argtypes = [vp, vp, ctypes.c_uint64]
     lib.xt_host_memcpy.restype = None
+    u64 = ctypes.c_uint64
+    lib.xt_host_strided_memcpy.argtypes = [vp, vp, u64, u64, u64, u64]
+    lib.xt_host_strided_memcpy.restype = None
+    lib.xt_host_strided_read.argtypes = [vp, u64, u64, u64]
+    lib.xt_host_strided_read.restype = u64
     lib.xt_host_thread_count.argtypes = [ctypes.c_uint64, ctypes.c_int]
     lib.xt_host_thread_count.restype = ctypes.c_int
     return lib
@@ -57,7 +64,9 @@ class HostBackend:
 
     def __init__(self, threads: int | None = None) -> None:
         self.lib = load_library()
-        # 0 = automatic (one thread below 4 MiB, then up to one per usable CPU).
+        # 0 = automatic: one thread below 8 MiB, then one per 4 MiB up to 4, never more than
+        # the idle CPUs of this process's affinity mask (threads inherit it: a server bound to
+        # a NUMA node copies on that node's CPUs).
         self.threads = threads if threads is not None else _env_threads()
 
     def thread_count(self, total_bytes: int) -> int:
@@ -155,6 +164,20 @@ class HostBackend:
     def memcpy(self, dst_address: int, src_address: int, nbytes: int) -> None:
         """One plain memcpy from the same library: the baseline for benchmarks."""
         self.lib.xt_host_memcpy(dst_address, src_address, nbytes)
+
+    def strided_memcpy(
+        self, dst_address: int, src_address: int, item: int, count: int, dst_stride: int,
+        src_stride: int,
+    ) -> None:  # fmt: skip
+        """A plain C loop of memcpy over strided items: a benchmark's reference for what a
+        strided layout costs with the obvious code (no bounds: the caller's own buffers)."""
+        self.lib.xt_host_strided_memcpy(dst_address, src_address, item, count, dst_stride,
+                                        src_stride)  # fmt: skip
+
+    def strided_read(self, src_address: int, item: int, count: int, stride: int) -> int:
+        """Read count items one every stride bytes (prefetched ahead unless stride == item, a
+        contiguous read); returns their XOR. A benchmark's bound on any copy of the pattern."""
+        return int(self.lib.xt_host_strided_read(src_address, item, count, stride))
 
 
 def _raise_for(
