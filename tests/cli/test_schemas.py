@@ -42,10 +42,16 @@ def test_live_output_matches_its_schema(name: str, tmp_path: Path, monkeypatch) 
         monkeypatch.setattr(tempfile, "tempdir", str(where))  # a command's temporary files
         argv = case(where)
         code, doc = run_json(argv)
-        assert code in CHECK_EXIT.get(name, (0,)), argv
+        assert code in CHECK_EXIT.get(name, (0,)), (code, argv, _said(doc))
         errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in
                   validator.iter_errors(doc)]  # fmt: skip
         assert not errors, f"{' '.join(argv)}:\n" + "\n".join(errors[:10])
+
+
+def _said(doc: dict) -> object:
+    """What a failed case's document says about why (replay's and sweep's verdicts)."""
+    keys = ("valid", "invalid_reasons", "tier_check", "stop", "notes", "completion")
+    return {k: doc[k] for k in keys if k in doc} or sorted(doc)
 
 
 def test_a_renamed_key_fails() -> None:
