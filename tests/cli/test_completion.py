@@ -67,7 +67,7 @@ def test_commands_and_groups(script_file: Path) -> None:
         script_file, ["xputune ", "xputune launch ", "xputune kernels s"]
     )
     assert set(tops) >= {w[0] for w in registry.COMMANDS} and "--show-completion" in tops
-    assert launch == ["sglang", "l3-donors"]
+    assert launch == ["sglang", "l3-donors", "cluster"]
     assert kernels == ["selftest"]
 
 

@@ -74,7 +74,7 @@ def _tools_at_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "tools"
     folder.mkdir()
     numactl = folder / "numactl"
-    numactl.write_text("#!/bin/sh\nexec \"$@\"\n")
+    numactl.write_text('#!/bin/sh\nexec "$@"\n')
     numactl.chmod(0o755)
     _fake_client(folder)
     monkeypatch.setattr(donors, "package_client", lambda: None)

@@ -139,6 +139,10 @@ STORE: Pins = (
 )
 VERBS = "libibverbs.so.1"
 
+# sglang-router for `launch cluster`'s test (tests/launch/test_cluster.py): a Rust binary in a
+# wheel; what it imports (aiohttp, fastapi, orjson, setproctitle, uvicorn) is in SERVER.
+ROUTER: Pins = (("sglang-router", "0.3.2"),)
+
 # --- sglang 0.5.23 (.venvs/sglang-0.5.23) ------------------------------------------------------
 # torch 2.14.1's declared dependencies (cuda-toolkit's extras spelled out), as pip resolves them
 # from this machine's local index, less triton (GPU-only: the stand-in serves) and cuda-bindings
@@ -239,7 +243,7 @@ LANES: dict[str, Lane] = {
         release=OLDEST,
         torch="2.13.0+cpu",
         torch_deps=None,
-        pure=(*PURE, *SERVER, *STORE),
+        pure=(*PURE, *SERVER, *STORE, *ROUTER),
         venv=venv_for(OLDEST),
     ),
     NEWEST: Lane(

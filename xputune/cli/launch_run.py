@@ -16,24 +16,51 @@ if TYPE_CHECKING:
     from xputune.launch.policy import Launch
     from xputune.launch.sglang import LaunchSpec
 
+FEATURES = Opt(
+    "features", ("--features",), "Cache plugin features, comma-separated: lifo, async, "
+    "count-once, kernels, numa (host KV buffer on the plan's node), ghost, tp-shared "
+    "(--strategy shared uses it instead of numa); 'none' for plain SGLang.",
+    default="lifo,async,count-once,kernels,numa", metavar="LIST",
+)  # fmt: skip
+LAUNCH_PROFILE = PROFILE.but(help="Tuning profile to check against (default: the recommended one).")
+FORCE = Opt(
+    "force", ("--force",), "Launch despite critical drift, an L3 preflight refusal, a TP size "
+    "SGLang refuses, and all-nodes without IDO. Never launches from --root/--example: those "
+    "are dry runs only.", kind="flag", default=False,
+)  # fmt: skip
+DRY_RUN = Opt(
+    "dry_run", ("--dry-run", "-n"), "Print the environment and command; run nothing. Ends as "
+    "the launch would: 1 on critical drift, 3 where SGLang's environment lacks something or "
+    "the L3 preflight refuses, else 0.", kind="flag", default=False,
+)  # fmt: skip
+
+
+def launch_request(req: Request, named, tp: int | None):  # -> policy.LaunchRequest
+    """The launch's request from the flags both launch sglang and launch cluster take."""
+    from xputune.cli.requests import plan_request
+    from xputune.launch import policy
+
+    return policy.LaunchRequest(
+        plan=plan_request(named, req, tp),
+        user_args=tuple(req.user_args),
+        features=tuple(f.strip() for f in req.features.split(",") if f.strip() not in ("", "none")),
+        profile=req.profile,
+        force=req.force,
+        stats_dir=getattr(req, "stats_dir", None),
+        python=req.python,
+    )
+
+
 LAUNCH_SGLANG = Command(
     ("launch", "sglang"),
     "xputune.cli.launch_run:run_launch",
     (
         *PLAN_SHARED,
         *L3_SHARED,
-        Opt("features", ("--features",), "Cache plugin features, comma-separated: lifo, "
-            "async, count-once, kernels, numa (host KV buffer on the plan's node), ghost, "
-            "tp-shared (--strategy shared uses it instead of numa); 'none' for plain SGLang.",
-            default="lifo,async,count-once,kernels,numa", metavar="LIST"),
-        PROFILE.but(help="Tuning profile to check against (default: the recommended one)."),
-        Opt("force", ("--force",), "Launch despite critical drift, an L3 preflight refusal, "
-            "a TP size SGLang refuses, and all-nodes without IDO. Never launches from "
-            "--root/--example: those are dry runs only.", kind="flag", default=False),
-        Opt("dry_run", ("--dry-run", "-n"), "Print the environment and command; run nothing. "
-            "Ends as the launch would: 1 on critical drift, 3 where SGLang's environment "
-            "lacks something or the L3 preflight refuses, else 0.", kind="flag",
-            default=False),
+        FEATURES,
+        LAUNCH_PROFILE,
+        FORCE,
+        DRY_RUN,
         Opt("stats_dir", ("--stats-dir",), "Directory where each server process writes the "
             "cache plugin's counters (xputune-stats-<pid>.json).", kind="path",
             metavar="DIR"),
@@ -115,7 +142,6 @@ def run_launch(req: Request) -> int | None:
             /m/GLM-5
     """
     model, tp = req.model, req.tp  # this runner rewrites them
-    from xputune.cli.requests import plan_request
     from xputune.launch import policy, preflight
     from xputune.launch.cpu import is_cpu_device
     from xputune.launch.sglang import execute, user_value
@@ -128,15 +154,7 @@ def run_launch(req: Request) -> int | None:
     tp = policy.reconcile_tp(tp, req.user_args)
     model, config_text = policy.model_from_args(model, req.config, req.user_args)
     named = resolve_model(model, model_config(model, Path(config_text) if config_text else None))
-    request = policy.LaunchRequest(
-        plan=plan_request(named, req, tp),
-        user_args=tuple(req.user_args),
-        features=tuple(f.strip() for f in req.features.split(",") if f.strip() not in ("", "none")),
-        profile=req.profile,
-        force=req.force,
-        stats_dir=req.stats_dir,
-        python=req.python,
-    )  # fmt: skip
+    request = launch_request(req, named, tp)  # fmt: skip
     sglang = preflight.start(req.python)  # asks SGLang's interpreter while the host is read
     view = open_host(req.root, req.example)
     topo = discover(view)

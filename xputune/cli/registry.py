@@ -30,6 +30,7 @@ COMMANDS: dict[tuple[str, ...], str] = {
     ("plan",): "xputune.cli.plan_run:PLAN",
     ("launch", "sglang"): "xputune.cli.launch_run:LAUNCH_SGLANG",
     ("launch", "l3-donors"): "xputune.cli.donors_run:LAUNCH_DONORS",
+    ("launch", "cluster"): "xputune.cli.cluster_run:LAUNCH_CLUSTER",
     ("replay",): "xputune.cli.measure_cmds:REPLAY",
     ("sweep",): "xputune.cli.measure_cmds:SWEEP",
     ("kernels", "plan"): "xputune.cli.kernels_cmds:KERNELS_PLAN",
@@ -47,7 +48,7 @@ COMMANDS: dict[tuple[str, ...], str] = {
 #: Groups: their one-line help.
 GROUPS: dict[str, str] = {
     "launch": "Launch a serving engine with the probe's bindings, the plan's tier and the cache "
-    "plugin switched on; or a decode node's L3 donors.",
+    "plugin switched on; N of them behind a router; or a decode node's L3 donors.",
     "kernels": "The KV copy kernels: segment plans, builds and self-tests.",
     "bench": "Measure copy bandwidth and pinned host buffers on this host.",
     "fleet": "Many hosts at once: outliers in their probe and check documents.",

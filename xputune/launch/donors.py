@@ -21,21 +21,16 @@ Statuses of supervise(): 1 when a donor ended (whatever its own status, which is
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import re
-import select
 import shutil
-import signal
 import stat
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from xputune.launch import procset
 from xputune.launch.sglang import LaunchError
 from xputune.plan.bindings import make_bindings
 from xputune.plan.capacity import GB
@@ -47,8 +42,8 @@ NUMACTL = "numactl"
 #: The variable a donor's --host comes from when --l3-host is not given (plan/l3.HOST_VARIABLE).
 HOST_ENV = "MOONCAKE_HOST"
 #: How long stopped donors get between SIGTERM and SIGKILL.
-STOP_GRACE_S = 10.0
-DONOR_ENDED = 1
+STOP_GRACE_S = procset.STOP_GRACE_S
+DONOR_ENDED = procset.ENDED
 #: A hostname, IPv4 or IPv6 address (an IPv6 zone too): what Mooncake's --host takes.
 _ADDRESS = re.compile(r"[A-Za-z0-9._:%\[\]-]{1,253}")
 
@@ -191,119 +186,13 @@ def prepare(
     return Donors(plan, names, commands, notes, refusals)
 
 
-def _say(line: str) -> None:
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
-
-
-def _status(rc: int) -> str:
-    return f"signal {signal.Signals(-rc).name}" if rc < 0 else f"status {rc}"
-
-
 def supervise(
     commands: Sequence[Sequence[str]],
     names: Sequence[str] | None = None,
     *,
     grace_s: float = STOP_GRACE_S,
-    say: Callable[[str], None] = _say,
+    say: Callable[[str], None] = procset.to_stderr,
 ) -> int:
-    """Run every command until one ends or SIGTERM/SIGINT arrives; then stop them all.
-
-    Each donor runs in its own session, so a signal reaches it only through here (a terminal's
-    Ctrl-C is forwarded once, not delivered twice) and its whole process group is stopped:
-    the signal received (SIGTERM after a donor ended), then SIGKILL after `grace_s`. Returns
-    DONOR_ENDED when a donor ended, 0 after SIGTERM, 130 after SIGINT. Main thread only (it
-    installs signal handlers, and restores the old ones before it returns).
-    """
-    names = list(names) if names is not None else [c[0] for c in commands]
-    received: list[int] = []  # SIGTERM/SIGINT, in order; SIGCHLD only wakes the wait
-
-    def note(sig: int, _frame: object) -> None:
-        if sig != signal.SIGCHLD:
-            received.append(sig)
-
-    rfd, wfd = os.pipe()
-    os.set_blocking(rfd, False)
-    os.set_blocking(wfd, False)
-    old_wakeup = signal.set_wakeup_fd(wfd)  # ValueError outside the main thread
-    old = {s: signal.signal(s, note) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)}
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for argv, name in zip(commands, names, strict=True):
-            if received:
-                break
-            try:
-                proc = subprocess.Popen(
-                    list(argv), stdin=subprocess.DEVNULL, start_new_session=True
-                )
-            except OSError as exc:
-                raise LaunchError(f"cannot start donor {name}: {argv[0]}: {exc.strerror}") from exc
-            procs.append(proc)
-            say(f"donor {name}: started, pid {proc.pid}")
-        return _wait(procs, names, received, rfd, say)
-    finally:
-        _stop(procs, received[0] if received else signal.SIGTERM, grace_s)
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        signal.set_wakeup_fd(old_wakeup)
-        os.close(rfd)
-        os.close(wfd)
-
-
-def _ended(proc: subprocess.Popen[bytes]) -> int | None:
-    """The donor's status once it ended (negative: the signal that killed it), else None.
-
-    WNOWAIT leaves it unreaped: until _stop reaps it, its pid (and so its process group's id)
-    cannot be reused, so signalling the group never reaches a stranger.
-    """
-    if proc.returncode is not None:
-        return proc.returncode
-    info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    if info is None:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-
-def _wait(
-    procs: list[subprocess.Popen[bytes]],
-    names: Sequence[str],
-    received: list[int],
-    wakeup: int,
-    say: Callable[[str], None],
-) -> int:
-    """Block until a donor ends or a stop signal arrives; the status supervise returns."""
-    while True:
-        if received:
-            say(f"{signal.Signals(received[0]).name}: stopping {len(procs)} donor(s)")
-            return 130 if received[0] == signal.SIGINT else 0
-        for proc, name in zip(procs, names, strict=False):
-            rc = _ended(proc)
-            if rc is not None:
-                say(f"donor {name} ended ({_status(rc)}): stopping the others")
-                return DONOR_ENDED
-        select.select([wakeup], [], [], 1.0)  # each signal, SIGCHLD too, writes a byte
-        with contextlib.suppress(BlockingIOError):
-            while os.read(wakeup, 512):
-                pass
-
-
-def _stop(procs: list[subprocess.Popen[bytes]], sig: int, grace_s: float) -> None:
-    """Send `sig` to every donor's process group; SIGKILL what is left after `grace_s`; reap.
-
-    Only groups whose leader is not reaped yet are signalled (see _ended)."""
-    for proc in procs:
-        _signal_group(proc, sig)
-    deadline = time.monotonic() + grace_s
-    for proc in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    for proc in procs:
-        _signal_group(proc, signal.SIGKILL)
-        proc.wait()
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    if proc.returncode is not None:  # reaped: its group id may belong to someone else now
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)  # it leads its own group (start_new_session)
+    """The donors as one set (launch/procset.py): DONOR_ENDED when one ended, 0 after
+    SIGTERM, 130 after SIGINT."""
+    return procset.supervise(commands, names, kind="donor", grace_s=grace_s, say=say)

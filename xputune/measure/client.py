@@ -156,8 +156,7 @@ class Endpoint:
                 parts.hostname.encode("idna")  # what the connection will send
             except UnicodeError:
                 raise XputuneError(
-                    f"--url {shown}: not a host name (each dot-separated part 1 to 63 "
-                    "characters)"
+                    f"--url {shown}: not a host name (each dot-separated part 1 to 63 characters)"
                 ) from None
         default = 443 if parts.scheme == "https" else 80
         return cls(parts.scheme, parts.hostname, port or default, parts.path.rstrip("/"))

@@ -168,7 +168,7 @@ PNG_NEEDS = "PNG plots need matplotlib: pip install 'xputune[plot]', or write .s
 
 
 def plot_kind(name: str) -> str:
-    """"svg" or "png" from a file name; one line when it is neither, or PNG cannot be drawn
+    """ "svg" or "png" from a file name; one line when it is neither, or PNG cannot be drawn
     here (asked before a trace is read, not after)."""
     import importlib.util
 
