@@ -20,6 +20,7 @@ from xputune.cli.options import (
 from xputune.cli.output import Format, console, emit_data
 from xputune.cli.spec import Command, Opt, Request
 from xputune.errors import XputuneError
+from xputune.plan.cluster import ROUTINGS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -91,6 +92,9 @@ REPLAY = Command(
             metavar="PERCENT"),
         Opt("per_request", ("--per-request",), "Add every request's numbers to the JSON.",
             kind="flag", default=False),
+        Opt("routing", ("--routing",), "When --url is sglang-router in front of N servers: the "
+            "policy it routes by, for the prediction (it does not say; its own default is "
+            "cache_aware).", kind="choice", choices=ROUTINGS, default="cache_aware"),
         FORMAT,
     ),
     exits=(exits.DIFFERENCE, exits.MEASUREMENT),
@@ -232,12 +236,12 @@ def replay_cmd(req: Request) -> int:
         xputune replay --trace conv.jsonl -c 2 \\
             --phases warm:400,measure:200,stress:800@c16,cool:30s,measure:200
     """
-    from xputune.measure import tiercounters, tierhealth
+    from xputune.measure import tierhealth
     from xputune.measure.client import Endpoint
-    from xputune.measure.predict import differences, predict
+    from xputune.measure.predict import differences, predict, predict_cluster
     from xputune.measure.replay import replay
     from xputune.measure.report import replay_document
-    from xputune.measure.server import read_server
+    from xputune.measure.router import read_counters, read_target
     from xputune.measure.server import token_range as vocab_of
     from xputune.measure.workload import build_workload
     from xputune.plan.hitrate import exact_curve
@@ -246,7 +250,10 @@ def replay_cmd(req: Request) -> int:
     given_range = _token_range(req.token_range)
     load = _load(req.concurrency, req.speedup, req.max_inflight, req.duration, req.timeout)
     plan = _phases(req.phases, req.requests)
-    info = read_server(endpoint, req.host_tokens)
+    target = read_target(endpoint, req.host_tokens)
+    info = target.info
+    if target.workers and plan is not None:
+        raise XputuneError("--phases drives one server: give a worker's --url, not the router's")
     vocab = vocab_of(info, given_range)
     limit = req.requests
     if plan is not None and req.requests is None:
@@ -273,14 +280,21 @@ def replay_cmd(req: Request) -> int:
             info=info, max_output=req.max_output, per_request=req.per_request,
             min_completion=req.min_completion / 100, margin=req.recovery_margin / 100, fmt=req.fmt,
         )  # fmt: skip
-    prediction = predict(exact_curve(workload.trace()), info)
-    before, _ = tiercounters.read(endpoint)
+    if target.workers:
+        prediction = predict_cluster(workload.trace(), info, target.instances, req.routing)
+    else:
+        prediction = predict(exact_curve(workload.trace()), info)
+    before, _ = read_counters(target)
     with _counting(len(workload.requests), "replaying", table) as advance:
         run = replay(workload, endpoint, vocab, load, advance)
-    after, counters_note = tiercounters.read(endpoint)
+    after, counters_note = read_counters(target)
     counters = after.minus(before) if after is not None and before is not None else None
     concurrent = load.mode == "open" or (load.concurrency or 1) > 1
     notes = differences(workload, info, run.records, concurrent=concurrent, vocab=vocab)
+    if target.workers:
+        from xputune.measure import router
+
+        notes += router.differences(req.routing)
     findings = tierhealth.assess(run.records, prediction, info, counters)
     data = replay_document(
         trace_file=req.trace, workload=workload, info=info, load=load, vocab=vocab,
@@ -288,6 +302,10 @@ def replay_cmd(req: Request) -> int:
         tier_check=tierhealth.check_document(findings, counters, counters_note),
         per_request=req.per_request, min_completion=req.min_completion / 100,
     )  # fmt: skip
+    data["cluster"] = None if not target.workers else {
+        "instances": target.instances, "routing": req.routing,
+        "workers": [w.url for w in target.workers],
+    }  # fmt: skip
     if req.fmt is not Format.table:
         emit_data(data, req.fmt)
     else:
@@ -481,6 +499,15 @@ def _render_replay(data: dict[str, Any]) -> None:
     run = data["run"]
     c.print(text(_trace_line(data["trace"])), soft_wrap=True)  # a path: never folded
     c.print(text(_server_line(data["server"])))
+    if data.get("cluster"):
+        cl = data["cluster"]
+        c.print(
+            text(
+                f"behind a router: {cl['instances']} instances ({', '.join(cl['workers'])}); "
+                f"the server line is the one with the smallest limits; predicted as "
+                f"{cl['routing']} routing (plan/cluster.py), counters added up"
+            )
+        )
     req = m["requests"]
     stop = {"done": "", "duration": " (stopped by --duration)", "interrupted": " (interrupted)"}
     c.print(

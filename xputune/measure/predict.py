@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from xputune.measure.tokens import TokenRange
     from xputune.measure.workload import Workload
     from xputune.plan.hitrate import HitCurve
+    from xputune.plan.traces import Trace
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,31 @@ def predict(curve: HitCurve, info: ServerInfo) -> Prediction:
     host = info.host_tokens
     l3 = curve.saturation_tokens if storage else 0
     point = three_tier_point(curve, info.device_tokens, host or 0, l3)
+    return Prediction(
+        device_tokens=info.device_tokens,
+        host_tokens=host,
+        storage=storage,
+        device=point.device,
+        host=None if host is None else point.host,
+        storage_rate=point.storage if storage else None,
+        max_hit_rate=curve.max_hit_rate,
+    )
+
+
+def predict_cluster(trace: Trace, info: ServerInfo, instances: int, routing: str) -> Prediction:
+    """The tiers' hit rates of `trace` split among `instances` servers like `info` by a router
+    of policy `routing` (plan/cluster.py), one L3 shared by all when they have a storage
+    backend (unbounded, as predict's)."""
+    from xputune.plan.cluster import cluster_point
+    from xputune.plan.hitrate import exact_curve
+
+    curve = exact_curve(trace)
+    if not info.radix_cache:
+        return Prediction(info.device_tokens, 0, False, 0.0, 0.0, None, curve.max_hit_rate)
+    storage = info.storage_backend is not None
+    host = info.host_tokens
+    l3 = curve.saturation_tokens if storage else None
+    point = cluster_point(trace, instances, routing, info.device_tokens, host or 0, l3)
     return Prediction(
         device_tokens=info.device_tokens,
         host_tokens=host,

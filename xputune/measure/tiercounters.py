@@ -54,6 +54,19 @@ class TierCounters:
     def served_by(self, tier: str) -> int:
         return dict(self.served).get(tier, 0)
 
+    def plus(self, other: TierCounters) -> TierCounters:
+        """Two servers' counters together (the workers behind a router)."""
+        theirs = dict(other.served)
+        tiers = list(dict.fromkeys([*(t for t, _ in self.served), *theirs]))
+        mine = dict(self.served)
+        return TierCounters(
+            host_written=self.host_written + other.host_written,
+            storage_written=self.storage_written + other.storage_written,
+            storage_read=self.storage_read + other.storage_read,
+            storage_found=self.storage_found + other.storage_found,
+            served=tuple((t, mine.get(t, 0) + theirs.get(t, 0)) for t in tiers),
+        )
+
     def minus(self, before: TierCounters) -> TierCounters:
         """What happened between `before` and this reading (a counter only grows; a server
         restarted in between would make a difference negative, which is clamped to 0)."""
