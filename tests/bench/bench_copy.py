@@ -16,7 +16,7 @@
    bytes (how far the layout puts the obvious code, beside how far the operator is), and only
    read, prefetched, against one contiguous read of as many bytes (how fast one core can
    fetch the pattern at all: the bound under any copy of it on one thread).
-Targets (issue 32; one thread): one layer of 32K tokens, layer_first and page_first_direct
+Targets (one thread): one layer of 32K tokens, layer_first and page_first_direct
 >= 0.95 of memcpy, page_first >= 0.90; all layers written back, layer_first and
 page_first_direct >= 0.90; each judged on the layout's worst median ratio over those rows.
 Run: .venv/bin/python tests/bench/bench_copy.py --repeats 15

@@ -90,6 +90,7 @@ PURE: Pins = (
     ("pillow", "13.0.0"),
     ("propcache", "0.5.4"),
     ("pybase64", "1.5.1"),
+    ("psutil", "7.2.2"),  # sglang.srt.utils.common imports it (xputune no longer needs it)
     ("pydantic", "2.14.4"),
     ("pydantic-core", "2.50.5"),
     ("pyzmq", "27.3.0"),
@@ -191,13 +192,10 @@ XPUTUNE_DEPS: Pins = (
     ("markdown-it-py", "4.3.0"),
     ("mdurl", "0.1.2"),
     ("numpy", "2.4.6"),
-    ("psutil", "7.2.2"),
     ("pygments", "2.21.0"),
     ("pyyaml", "6.0.4"),
     ("rich", "15.0.0"),
-    ("shellingham", "1.5.4"),
-    ("typer", "0.29.2"),
-    # click, msgspec, typing-extensions: in SERVER, PURE and TORCH_2_14_DEPS
+    # msgspec, typing-extensions: in SERVER, PURE and TORCH_2_14_DEPS; psutil in PURE
 )
 
 # Distributions that would shadow a stand-in (triton, torchvision, sgl_kernel) or only serve a
