@@ -69,19 +69,9 @@ def predict(curve: HitCurve, info: ServerInfo) -> Prediction:
 
     if not info.radix_cache:
         return Prediction(info.device_tokens, 0, False, 0.0, 0.0, None, curve.max_hit_rate)
-    storage = info.storage_backend is not None
-    host = info.host_tokens
-    l3 = curve.saturation_tokens if storage else 0
-    point = three_tier_point(curve, info.device_tokens, host or 0, l3)
-    return Prediction(
-        device_tokens=info.device_tokens,
-        host_tokens=host,
-        storage=storage,
-        device=point.device,
-        host=None if host is None else point.host,
-        storage_rate=point.storage if storage else None,
-        max_hit_rate=curve.max_hit_rate,
-    )
+    l3 = curve.saturation_tokens if info.storage_backend is not None else 0
+    point = three_tier_point(curve, info.device_tokens, info.host_tokens or 0, l3)
+    return _prediction(info, curve, point.device, point.host, point.storage)
 
 
 def predict_cluster(trace: Trace, info: ServerInfo, instances: int, routing: str) -> Prediction:
@@ -94,17 +84,24 @@ def predict_cluster(trace: Trace, info: ServerInfo, instances: int, routing: str
     curve = exact_curve(trace)
     if not info.radix_cache:
         return Prediction(info.device_tokens, 0, False, 0.0, 0.0, None, curve.max_hit_rate)
-    storage = info.storage_backend is not None
-    host = info.host_tokens
-    l3 = curve.saturation_tokens if storage else None
-    point = cluster_point(trace, instances, routing, info.device_tokens, host or 0, l3)
+    l3 = curve.saturation_tokens if info.storage_backend is not None else None
+    point = cluster_point(trace, instances, routing, info.device_tokens, info.host_tokens or 0, l3)
+    return _prediction(info, curve, point.device, point.host, point.storage)
+
+
+def _prediction(
+    info: ServerInfo, curve: HitCurve, device: float, host: float, storage: float
+) -> Prediction:
+    """A Prediction at the server's capacities: the L2 share unknown where L2's size is, the
+    L3 share only with a storage backend."""
+    has_storage = info.storage_backend is not None
     return Prediction(
         device_tokens=info.device_tokens,
-        host_tokens=host,
-        storage=storage,
-        device=point.device,
-        host=None if host is None else point.host,
-        storage_rate=point.storage if storage else None,
+        host_tokens=info.host_tokens,
+        storage=has_storage,
+        device=device,
+        host=None if info.host_tokens is None else host,
+        storage_rate=storage if has_storage else None,
         max_hit_rate=curve.max_hit_rate,
     )
 

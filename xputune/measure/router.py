@@ -70,9 +70,7 @@ def read_target(endpoint: Endpoint, host_tokens: int | None = None) -> Target:
         if behind is None:
             raise exc from None
     infos = [read_server(w, host_tokens) for w in behind]
-    smallest = min(
-        infos, key=lambda i: (i.max_req_input_len or float("inf"), i.device_tokens)
-    )
+    smallest = min(infos, key=lambda i: (i.max_req_input_len or float("inf"), i.device_tokens))
     return Target(endpoint, smallest, behind)
 
 
