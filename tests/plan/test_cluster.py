@@ -39,6 +39,14 @@ def test_a_conversation_split_by_round_robin_hits_only_in_the_shared_l3() -> Non
     assert two.bound_total == pytest.approx(6 / 10)
 
 
+def test_an_l3_run_shorter_than_the_prefetch_threshold_is_recomputed() -> None:
+    """SGLang fetches from storage only a miss of at least prefetch_threshold tokens."""
+    trace = _trace([[1], [1, 2], [1, 2, 3], [1, 2, 3, 4]])
+    runs = [cluster_point(trace, 2, "round_robin", 64, 64, 1024, storage_min_tokens=m).storage
+            for m in (0, BLOCK, BLOCK + 1)]  # fmt: skip
+    assert runs == [pytest.approx(3 / 10), pytest.approx(3 / 10), 0.0]  # each run one block
+
+
 def test_cache_aware_keeps_a_conversation_together_and_spreads_strangers() -> None:
     a = [[1], [1, 2], [1, 2, 3]]
     b = [[50], [50, 51], [50, 51, 52]]

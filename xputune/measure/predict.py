@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from xputune.plan.traces import Trace
 
 
+#: SGLang's default prefetch_threshold (pages): it queries L3 only for a miss at least this
+#: long (the storage backend's extra config can change it).
+PREFETCH_THRESHOLD = 256
+
+
 @dataclass(frozen=True)
 class Prediction:
     device_tokens: int
@@ -77,7 +82,8 @@ def predict(curve: HitCurve, info: ServerInfo) -> Prediction:
 def predict_cluster(trace: Trace, info: ServerInfo, instances: int, routing: str) -> Prediction:
     """The tiers' hit rates of `trace` split among `instances` servers like `info` by a router
     of policy `routing` (plan/cluster.py), one L3 shared by all when they have a storage
-    backend (unbounded, as predict's)."""
+    backend (unbounded, as predict's), a request's L3 run counted only from SGLang's prefetch
+    threshold up (shorter ones are recomputed: what makes a cluster's L3 pay or not)."""
     from xputune.plan.cluster import cluster_point
     from xputune.plan.hitrate import exact_curve
 
@@ -85,7 +91,10 @@ def predict_cluster(trace: Trace, info: ServerInfo, instances: int, routing: str
     if not info.radix_cache:
         return Prediction(info.device_tokens, 0, False, 0.0, 0.0, None, curve.max_hit_rate)
     l3 = curve.saturation_tokens if info.storage_backend is not None else None
-    point = cluster_point(trace, instances, routing, info.device_tokens, info.host_tokens or 0, l3)
+    point = cluster_point(
+        trace, instances, routing, info.device_tokens, info.host_tokens or 0, l3,
+        storage_min_tokens=PREFETCH_THRESHOLD * info.page_size,
+    )  # fmt: skip
     return _prediction(info, curve, point.device, point.host, point.storage)
 
 

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from xputune.measure.predict import PREFETCH_THRESHOLD
+
 if TYPE_CHECKING:
     from xputune.measure.predict import Prediction
     from xputune.measure.server import ServerInfo
@@ -200,8 +202,9 @@ def _dead_causes(tier: _Tier, info: ServerInfo, counters: TierCounters | None) -
         ]
         return tuple(causes)
     threshold = (
-        f"SGLang queries L3 only for a miss of at least prefetch_threshold pages (256 by "
-        f"default, {256 * info.page_size:,} tokens here; the storage extra config sets it): "
+        f"SGLang queries L3 only for a miss of at least prefetch_threshold pages "
+        f"({PREFETCH_THRESHOLD} by default, {PREFETCH_THRESHOLD * info.page_size:,} tokens "
+        "here; the storage extra config sets it): "
         f"this run's longest miss was {tier.longest_miss:,} tokens"
     )
     timeout = (

@@ -135,8 +135,12 @@ def cluster_point(
     l2_tokens: int,
     l3_tokens: int | None = None,
     seed: int = 0,
+    storage_min_tokens: int = 0,
 ) -> ClusterPoint:
-    """The hit rates of `instances` instances under `routing` (see the module docstring)."""
+    """The hit rates of `instances` instances under `routing` (see the module docstring).
+
+    `storage_min_tokens`: a request's L3 run shorter than this is recomputed, not fetched
+    (SGLang prefetches from storage only a miss of at least its prefetch_threshold)."""
     import numpy as np
 
     from xputune.plan.stackdist import dense_ids, stack_distances
@@ -159,7 +163,14 @@ def cluster_point(
     l3 = None if l3_tokens is None else max(l2, l3_tokens // block)
     if l3 is not None:
         in_l3 = ~(in_l1 | in_l2) & (shared > 0) & (shared <= l3)
-        storage = float(tokens[in_l3].sum()) / total
+        served = np.where(in_l3, tokens, 0.0)
+        if storage_min_tokens > 0 and trace.requests:
+            runs = np.add.reduceat(served, trace.offsets[:-1]) if len(served) else served
+            empty = trace.offsets[:-1] == trace.offsets[1:]  # reduceat's quirk: keep them 0
+            runs = np.where(empty, 0.0, runs)
+            served = np.where(np.repeat(runs >= storage_min_tokens, np.diff(trace.offsets)),
+                              served, 0.0)  # fmt: skip
+        storage = float(served.sum()) / total
     reach = l3 if l3 is not None else instances * l2
     big = max(instances * l2, reach)
     bound = float(tokens[(shared > 0) & (shared <= big)].sum()) / total
