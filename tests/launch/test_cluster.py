@@ -63,21 +63,51 @@ def test_two_instances_split_the_cards_behind_the_router(run_cli, monkeypatch) -
     assert all(len(max(ln.split(), key=len)) > 40 for ln in long)  # only a long path may
 
 
-def test_a_shared_mooncake_store_gets_its_master_in_the_set(run_cli) -> None:
+def _master_on_path(folder: Path, monkeypatch, mode: int = 0o755) -> Path:
+    """A mooncake_master first on PATH, the mooncake package's own out of the way."""
+    from xputune.launch import cluster
+
+    folder.mkdir(parents=True, exist_ok=True)
+    binary = folder / "mooncake_master"
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(mode)
+    monkeypatch.setattr(cluster, "package_binary", lambda name: None)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return binary
+
+
+MOONCAKE = ("--l3", "mooncake", "--l3-protocol", "tcp")
+
+
+def test_a_shared_mooncake_store_gets_its_master_in_the_set(
+    run_cli, tmp_path: Path, monkeypatch
+) -> None:
+    binary = _master_on_path(tmp_path / "bin", monkeypatch)
     code, out, _ = run_cli(
-        "launch", "cluster", "-n", *SEED, "--instances", "2", "--force", "--l3", "mooncake",
-        "--l3-protocol", "tcp", *GLM,
-    )  # fmt: skip
+        "launch", "cluster", "-n", *SEED, "--instances", "2", "--force", *MOONCAKE, *GLM
+    )
     assert code == 0
     members = _members(out)
     assert next(iter(members)) == "master" and members["master"] == [
-        "mooncake_master", "--rpc_port=50051",
+        str(binary), "--rpc_port=50051",
     ]  # fmt: skip
     instances = [words for name, words in members.items() if name.startswith("instance")]
     assert len(instances) == 2
     for words in instances:
         config = json.loads(words[words.index("--hicache-storage-backend-extra-config") + 1])
         assert config["master_server_address"] == "127.0.0.1:50051"
+
+
+def test_a_master_another_user_can_change_is_never_run(
+    run_cli, tmp_path: Path, monkeypatch
+) -> None:
+    """Run as root, a master found on PATH that anyone may rewrite would run a planted binary."""
+    binary = _master_on_path(tmp_path / "bin", monkeypatch, mode=0o777)
+    code, _, err = run_cli(
+        "launch", "cluster", "-n", *SEED, "--instances", "2", "--force", *MOONCAKE, *GLM
+    )
+    assert code == 3  # what this host lacks: --force does not launch it
+    assert f"would refuse: {binary} is not a regular executable file" in err
 
 
 @pytest.mark.parametrize(

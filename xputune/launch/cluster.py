@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from xputune.launch import policy
+from xputune.launch.donors import find_binary, package_binary
 from xputune.launch.sglang import LaunchError, split_flags
 from xputune.plan.l3 import MASTER_PORT, master_command
 
@@ -93,10 +94,13 @@ def prepare_cluster(
     envs: list[dict[str, str]] = []
     notes: list[str] = []
     l3 = req.plan.l3
+    master_missing = None
     if l3 is not None and l3.backend == "mooncake" and l3.master is None:
         l3 = replace(l3, master=LOCAL_MASTER)
+        command = master_command(LOCAL_MASTER)
+        binary, master_missing = find_binary(command[0], package_binary(command[0]))
         names.append("master")
-        commands.append(master_command(LOCAL_MASTER))
+        commands.append([binary or command[0], *command[1:]])
         envs.append({})
         notes.append(f"note: the Mooncake master runs here, at {LOCAL_MASTER}, for every instance")
     split = [()] * instances if cpu else _cards(topo, req, instances)
@@ -115,6 +119,8 @@ def prepare_cluster(
         commands.append(list(launch.spec.argv))
         envs.append(dict(launch.spec.env))
     assert first is not None
+    if master_missing:  # what this host lacks: a launch stops (exit 3), --force or not
+        first.blockers.append(master_missing)
     python = first.spec.argv[0]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     names.append(f"router ({router_policy}, port {router_port})")

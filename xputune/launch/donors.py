@@ -74,21 +74,26 @@ def _trusted(path: Path) -> bool:
     )
 
 
-def package_client() -> Path | None:
-    """The mooncake package's own mooncake_client (next to mooncake/__init__.py), found
-    without importing the package; None when the package is not installed for this Python."""
+def package_binary(name: str) -> Path | None:
+    """The mooncake package's own binary `name` (next to mooncake/__init__.py), found without
+    importing the package; None when the package is not installed for this Python."""
     spec = importlib.util.find_spec("mooncake")
     if spec is None or not spec.origin:
         return None
-    binary = Path(spec.origin).parent / CLIENT
+    binary = Path(spec.origin).parent / name
     return binary if binary.exists() else None
 
 
-def find_client() -> tuple[str | None, str | None]:
-    """(mooncake_client's path, None) or (None, why it cannot be used): the package's binary
-    first (the version xputune is tested with), else the first on PATH."""
-    candidates = [p for p in (package_client(),) if p is not None]
-    on_path = shutil.which(CLIENT)
+def package_client() -> Path | None:
+    return package_binary(CLIENT)
+
+
+def find_binary(name: str, packaged: Path | None) -> tuple[str | None, str | None]:
+    """(the path of Mooncake's binary `name`, None) or (None, why it cannot be used): the
+    package's own first (`packaged`, the version xputune is tested with), else the first on
+    PATH; run as root only when only root or this user can change it."""
+    candidates = [p for p in (packaged,) if p is not None]
+    on_path = shutil.which(name)
     if on_path:
         candidates.append(Path(on_path))
     for path in candidates:
@@ -100,10 +105,15 @@ def find_client() -> tuple[str | None, str | None]:
             "can change: not running it"
         )
     return None, (
-        f"{CLIENT} not found: it ships in the mooncake package (pip install "
+        f"{name} not found: it ships in the mooncake package (pip install "
         "mooncake-transfer-engine-non-cuda, or mooncake-transfer-engine on a CUDA host) or "
         "must be on PATH"
     )
+
+
+def find_client() -> tuple[str | None, str | None]:
+    """mooncake_client as find_binary finds it."""
+    return find_binary(CLIENT, package_client())
 
 
 def decode_bindings(topo: Topology):  # -> Bindings | None
