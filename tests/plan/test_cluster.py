@@ -141,3 +141,32 @@ def test_tiers_instances_table_at_80_columns(run_cli, monkeypatch) -> None:
     rows = [ln for ln in block.splitlines() if ln.startswith("│")]
     assert [r.split("│")[1].strip() for r in rows] == ["1", "2", "4", "8"]
     assert max(map(len, out.splitlines())) <= 80
+
+
+def test_tiers_instances_plots_hit_rate_against_n(run_cli, tmp_path: Path) -> None:
+    """With --instances the chart (terminal and --plot) is the cluster's, against N: its
+    points are the table's, each N labelled on the axis."""
+    import json
+    import re
+
+    svg = tmp_path / "n.svg"
+    args = ["tiers", "--trace", TRACE, "--l1", "20K", "--l2", "60K", "--l3", "400K",
+            "--instances", "1,2,4,8", "--routing", "round_robin"]  # fmt: skip
+    code, out, _ = run_cli(*args, "--plot", str(svg))
+    assert code == 0 and "instances (log scale)" in out and "capacity (tokens, log" not in out
+    assert re.search(r"^\s+1\s+2\s+4\s+8$", out, re.M), out
+    code, doc, _ = run_cli(*args, "--format", "json")
+    points = json.loads(doc)["cluster"]["points"]
+    drawn = svg.read_text()
+    assert "cluster prefix hit rate vs instances (round_robin)" in drawn
+    assert "private caches only (L1 + L2)" in drawn and "bound: one instance" in drawn
+    for n in ("1", "2", "4", "8"):
+        assert f'text-anchor="middle">{n}</text>' in drawn
+    # three polylines of four points, the total's heights the table's total hit rates
+    lines = re.findall(r'<polyline points="([^"]+)"', drawn)
+    assert len(lines) == 3 and all(len(pl.split()) == 4 for pl in lines)
+    top, height = 40, 420 - 40 - 56
+    ys = [float(pt.split(",")[1]) for pt in lines[0].split()]
+    assert [round(1 - (y - top) / height, 3) for y in ys] == [
+        round(p["total_hit_rate"], 3) for p in points
+    ]

@@ -127,6 +127,18 @@ SWEEP = Command(
         Opt("keep_l3", ("--keep-l3",), "Use the L3 store as it is for every size: later "
             "sizes may count what earlier ones stored as their own L3 hits (said in the "
             "result).", kind="flag", default=False),
+        Opt("instances", ("--instances",), "Sweep clusters instead of L2 sizes: for each N "
+            "of this comma list (1,2,4), `xputune launch cluster` runs N instances behind "
+            "sglang-router, replayed through it beside plan/cluster.py's prediction for N; "
+            "every instance at one L2 size (--sizes with one size, or the launcher's).",
+            metavar="LIST"),
+        Opt("routing", ("--routing",), "The router's policies to sweep with --instances, "
+            "comma-separated: round_robin, random, cache_aware (sglang-router's cache_aware "
+            "matches request text, and a replay sends token ids).", default="round_robin",
+            metavar="LIST"),
+        Opt("compare_l3", ("--compare-l3",), "With --instances and an L3 in --launch-opt: "
+            "also run each N and policy without it, so each pair shows what the shared L3 "
+            "adds.", kind="flag", default=False),
         PYTHON,
         *TRACE_OPTIONS,
         FORMAT,
@@ -795,13 +807,32 @@ def sweep_cmd(req: Request) -> int:
     said in the result). L3's hit rate per size is shown beside its prediction, and the
     tier check covers it.
 
-    Example:
+    Clusters (--instances 1,2,4): instead of sizes, for each N, each --routing policy and,
+    with --compare-l3, with and without the L3 of --launch-opt, `xputune launch cluster`
+    runs N instances behind sglang-router (one L2 size for all); the trace is replayed
+    through the router on cold caches, each tier's hit rate over all the instances (their
+    counters added up) beside plan/cluster.py's prediction for N and the policy, and the set
+    stopped. Each run's L3 starts empty: a file store in a new folder per run, a Mooncake
+    master the cluster starts itself is new every run (one named with --l3-master needs
+    --clear-l3 or --keep-l3, as above). Consecutive runs are compared paired, as sizes are.
+
+    Examples:
 
         xputune sweep --trace conv.jsonl --sizes x2,x4,x8 --baseline -c 1 \\
+            -- --model-path /models/m --device cpu --max-total-tokens 4096
+        xputune sweep --trace conv.jsonl --sizes x2 --instances 1,2 \\
+            --routing round_robin,cache_aware --compare-l3 \\
+            --launch-opt '--l3 file --l3-dir /data/l3' -c 1 \\
             -- --model-path /models/m --device cpu --max-total-tokens 4096
     """
     import shlex
 
+    from xputune.measure.clustersweep import (
+        check_cluster_args,
+        parse_instances,
+        parse_routings,
+        run_cluster_sweep,
+    )
     from xputune.measure.sweep import check_args, default_ladder, parse_sizes, run_sweep
 
     try:
@@ -811,28 +842,48 @@ def sweep_cmd(req: Request) -> int:
     launch_opts += ["--python", req.python] if req.python is not None else []
     given_range = _token_range(req.token_range)
     check_args(req.sglang_args, launch_opts)
+    if req.instances is not None:  # what a sweep of clusters is asked, said before any work
+        counts, routings = parse_instances(req.instances), parse_routings(req.routing)
+        ladder = _cluster_size(req)
+        check_cluster_args(launch_opts, req.sglang_args)
+    elif req.compare_l3:
+        raise XputuneError("--compare-l3 compares clusters: give --instances")
     load = _load(req.concurrency, req.speedup, req.max_inflight, req.duration, req.timeout)
     sliced = _read_trace(req.trace, req.trace_format, req.block_size, req.skip, req.requests)
     if load.mode == "open" and any(r.at_ms is None for r in sliced.requests):
         raise XputuneError(
             f"{req.trace}: some requests have no timestamp: give --concurrency N (closed loop)"
         )
-    ladder = (
-        parse_sizes(req.sizes)
-        if req.sizes is not None
-        else default_ladder(launch_opts, req.sglang_args)
-    )
     progress = _SweepProgress(req.fmt is Format.table)
-    try:
-        result = run_sweep(
-            trace=sliced, sizes=ladder, baseline=req.baseline, min_gain=req.min_gain / 100,
-            launch_opts=launch_opts, sglang_args=req.sglang_args, load=load,
-            block_tokens=req.block_tokens, max_output=req.max_output, token_range=given_range,
-            host_tokens=req.host_tokens, start_timeout=req.start_timeout, stop_grace=req.stop_grace,
-            progress=progress, clear_l3=req.clear_l3, keep_l3=req.keep_l3,
-        )  # fmt: skip
-    finally:
-        progress.close()
+    if req.instances is not None:
+        try:
+            result = run_cluster_sweep(
+                trace=sliced, instances=counts, routings=routings, compare_l3=req.compare_l3,
+                size=ladder[0] if ladder else None, launch_opts=launch_opts,
+                sglang_args=req.sglang_args, load=load, block_tokens=req.block_tokens,
+                max_output=req.max_output, token_range=given_range, host_tokens=req.host_tokens,
+                start_timeout=req.start_timeout, stop_grace=req.stop_grace, progress=progress,
+                clear_l3=req.clear_l3, keep_l3=req.keep_l3,
+            )  # fmt: skip
+        finally:
+            progress.close()
+    else:
+        ladder = (
+            parse_sizes(req.sizes)
+            if req.sizes is not None
+            else default_ladder(launch_opts, req.sglang_args)
+        )
+        try:
+            result = run_sweep(
+                trace=sliced, sizes=ladder, baseline=req.baseline, min_gain=req.min_gain / 100,
+                launch_opts=launch_opts, sglang_args=req.sglang_args, load=load,
+                block_tokens=req.block_tokens, max_output=req.max_output,
+                token_range=given_range, host_tokens=req.host_tokens,
+                start_timeout=req.start_timeout, stop_grace=req.stop_grace, progress=progress,
+                clear_l3=req.clear_l3, keep_l3=req.keep_l3,
+            )  # fmt: skip
+        finally:
+            progress.close()
     from xputune.measure.report import sweep_document
 
     data = sweep_document(
@@ -858,6 +909,18 @@ def sweep_cmd(req: Request) -> int:
     return exits.DIFFERENCE if any(s.findings for s in result.steps) else exits.OK
 
 
+def _cluster_size(req: Request) -> list[Any]:
+    """The one L2 size every instance of a sweep of clusters gets ([]: the launcher's)."""
+    from xputune.measure.sweep import parse_sizes
+
+    if req.baseline:
+        raise XputuneError("--baseline is a sweep of sizes: leave it out with --instances")
+    ladder = parse_sizes(req.sizes) if req.sizes is not None else []
+    if len(ladder) > 1:
+        raise XputuneError("--instances keeps one L2 size for every run: give --sizes one size")
+    return ladder
+
+
 def _render_sweep(data: dict[str, Any]) -> None:
     from xputune.cli.output import bullets, new_table, print_fitted, text
 
@@ -868,15 +931,18 @@ def _render_sweep(data: dict[str, Any]) -> None:
         c.print(text(f"load: {_load_line(data['load'])}"))
         c.print(text(f"server logs in {data['logs']}"), soft_wrap=True)
     l3 = data.get("l3")
+    per, what = ("run", "N policy") if data.get("cluster") else ("L2 size", "size")
     hits = new_table(
-        "hit rate by tier per L2 size: measured (predicted)",
-        ["size", "L1 tokens", "L2 tokens", "device", "host", *(["storage"] if l3 else []),
+        f"hit rate by tier per {per}: measured (predicted)",
+        [what, "L1 tokens", "L2 tokens", "device", "host", *(["storage"] if l3 else []),
          "total"],
     )  # fmt: skip
+    cluster = bool(data.get("cluster"))  # no baseline: nothing saved against one
     times = new_table(
+        "latency and time per run" if cluster else
         "latency, net benefit against the baseline, and time per step",
-        ["size", "TTFT p50 ms", "TTFT p99 ms", "TTFT mean ms", "TTFT saved ms",
-         "start s", "replay s", "stop s"],
+        [what, "TTFT p50 ms", "TTFT p99 ms", "TTFT mean ms",
+         *([] if cluster else ["TTFT saved ms"]), "start s", "replay s", "stop s"],
     )  # fmt: skip
     for s in data["steps"]:
         m, p, nb, srv = s["measured"], s["predicted"], s["net_benefit"], s["server"]
@@ -902,15 +968,20 @@ def _render_sweep(data: dict[str, Any]) -> None:
             _ms(ttft.get("p50")),
             _ms(ttft.get("p99")),
             _ms(ttft.get("mean")),
-            _saved_cell(nb),
+            *([] if cluster else [_saved_cell(nb)]),
             *("-" if tm[k] is None else f"{tm[k]:.1f}" for k in ("start", "replay", "stop")),
         )
     print_fitted(c, hits, times)
+    if data.get("cluster"):
+        c.print(text("N policy: the instances and the router's policy (rr round_robin, ca "
+                     "cache_aware, rand random); +L3: sharing the L3 of --launch-opt"))  # fmt: skip
     if l3:
-        c.print(text(_l3_line(l3, data["steps"])), soft_wrap=True)  # a path: never folded
+        unit = "run" if data.get("cluster") else "size"
+        c.print(text(_l3_line(l3, data["steps"], unit)), soft_wrap=True)  # a path: not folded
     rule = data.get("plateau_rule")
     if data["differences"]:
-        c.print(text(f"differences between sizes ({_noise_words(data['noise'])}, paired):"))
+        runs = "runs" if data.get("cluster") else "sizes"
+        c.print(text(f"differences between {runs} ({_noise_words(data['noise'])}, paired):"))
         for d in data["differences"]:
             alike = d["verdict"].startswith("TTFT differs")
             c.print(text(f"  {d['from']} -> {d['to']}: hit rate "
@@ -992,21 +1063,23 @@ def _render_sweep(data: dict[str, Any]) -> None:
     _render_validity(c, data)
 
 
-def _l3_line(l3: dict[str, Any], steps: list[dict[str, Any]]) -> str:
-    """What each size's L3 store held at its start."""
+def _l3_line(l3: dict[str, Any], steps: list[dict[str, Any]], unit: str = "size") -> str:
+    """What each size's (or cluster run's) L3 store held at its start."""
     name = f"L3 ({l3['backend']})"
     if l3["between_sizes"] == "own_folder":
         pages = [f"{s['label']} {_tokens(s['l3']['pages_written'])}" for s in steps
                  if s["l3"] and s["l3"]["pages_written"] is not None]  # fmt: skip
         wrote = f"; pages written: {', '.join(pages)}" if pages else ""
-        return (f"{name}: each size started with a new empty folder of its own in "
+        return (f"{name}: each {unit} started with a new empty folder of its own in "
                 f"{l3['folder']}, removed after its server stopped{wrote}")  # fmt: skip
+    if l3["between_sizes"] == "own_master":
+        return f"{name}: each {unit} started a new master of its own, so an empty store"
     if l3["between_sizes"] == "cleared":
-        return (f"{name}: emptied through each size's server before its replay "
+        return (f"{name}: emptied through each {unit}'s server before its replay "
                 "(--clear-l3), for every instance using the store")  # fmt: skip
     where = f" ({l3['folder']})" if l3["folder"] else ""
-    return (f"{name}{where}: kept as it was between sizes (--keep-l3): later sizes may count "
-            "what earlier ones stored as their own L3 hits")  # fmt: skip
+    return (f"{name}{where}: kept as it was between {unit}s (--keep-l3): later {unit}s may "
+            f"count what earlier ones stored as their own L3 hits")  # fmt: skip
 
 
 _NOT_CACHE = "not a cache effect (the host's load moved, or the servers differ otherwise)"

@@ -32,7 +32,7 @@ from xputune.cli.output import (
 )
 from xputune.cli.spec import Command, Opt, Request
 from xputune.errors import XputuneError
-from xputune.plan.cluster import MAX_INSTANCES, ROUTINGS
+from xputune.plan.cluster import ROUTINGS
 from xputune.plan.inputs import count
 
 MODEL_OPTIONS = (MODEL, CONFIG, TP_NO_HOST, DTYPE, FORMAT)
@@ -101,7 +101,8 @@ TIERS = Command(
             "percentage points of the best hit rate.", kind="float", min=0.0, max=100.0,
             default=1.0, metavar="POINTS"),
         MIN_GAIN,
-        Opt("plot", ("--plot",), "Also draw the curve to FILE (.svg; .png needs matplotlib).",
+        Opt("plot", ("--plot",), "Also draw the curve to FILE (.svg; .png needs matplotlib); "
+            "with --instances, the hit rate against N.",
             kind="path", metavar="FILE"),
         *MODEL_OPTIONS,
     ),
@@ -319,9 +320,9 @@ def tiers_cmd(req: Request) -> None:
             trace_from_batches(kept or []), instances, req.routing, l1_tokens,
             count(req.l2, "--l2"), l3_tokens,
         )  # fmt: skip
-    from xputune.plan.plot import tiers_chart
+    from xputune.plan.plot import cluster_chart, tiers_chart
 
-    chart = tiers_chart(data, curve)
+    chart = cluster_chart(data["cluster"]) if instances else tiers_chart(data, curve)
     if req.plot is not None:
         from xputune.plan.plot import plot_bytes
         from xputune.userfiles import write_output
@@ -341,23 +342,16 @@ def _instances(
     """The instance counts of --instances (none: []); one line for what it needs."""
     if text is None:
         return []
-    counts: list[int] = []
-    for word in text.split(","):
-        word = word.strip()
-        if not word.isdigit() or not 1 <= int(word) <= MAX_INSTANCES:
-            shown = word if len(word) <= 20 else word[:20] + "..."
-            raise XputuneError(
-                f"--instances: {shown!r} is not a count of instances (1 to {MAX_INSTANCES}); "
-                "give a comma list such as 1,2,4,8"
-            )
-        counts.append(int(word))
+    from xputune.plan.cluster import parse_counts
+
+    counts = parse_counts(text)
     if l1_tokens is None or l2 is None:
         raise XputuneError("--instances needs --l1 and --l2 (each instance's own tiers)")
     if trace is None:
         raise XputuneError("--instances splits a trace: give --trace FILE")
     if sample_rate is not None and sample_rate < 1.0:
         raise XputuneError("--instances needs the exact curve: leave --sample-rate out")
-    return list(dict.fromkeys(counts))
+    return counts
 
 
 def _three_tier_sizes(

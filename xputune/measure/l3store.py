@@ -48,6 +48,8 @@ CLEAR_TIMEOUT = 120.0  # seconds: a store of many pages takes a while to empty
 PAGES_MAX = 10_000_000  # files counted in a size's folder, at most
 
 OWN_FOLDER = "own_folder"
+#: A Mooncake store whose master a cluster run starts itself: new, so empty, at every run.
+OWN_MASTER = "own_master"
 CLEARED = "cleared"
 KEPT = "kept"
 

@@ -43,17 +43,20 @@ def _free(family: socket.AddressFamily, host: str, port: int) -> bool:
     return True
 
 
-def server_port(host: str = "127.0.0.1", view: HostView | None = None) -> int:
-    """A port free now on HOST, below the ephemeral range when there is room below it."""
+def server_port(host: str = "127.0.0.1", view: HostView | None = None, run: int = 1) -> int:
+    """A port free now on HOST, below the ephemeral range when there is room below it; with
+    `run`, the first of that many free ports in a row (a cluster's instances: first + i)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     top = ephemeral_start(view or open_host())
     low = max(1024, min(LOWEST, top - 1000))
     draw = random.SystemRandom()
-    if top - low >= 1000:
+    if top - low >= 1000 + run:
         for _ in range(TRIES):
-            port = draw.randrange(low, top)
-            if _free(family, host, port):
+            port = draw.randrange(low, top - run + 1)
+            if all(_free(family, host, p) for p in range(port, port + run)):
                 return port
+    if run > 1:
+        raise OSError(f"no {run} free ports in a row below {top} on {host}")
     with socket.socket(family) as s:  # no room below, or all busy: the kernel's choice
         s.bind((host, 0))
         return int(s.getsockname()[1])

@@ -277,6 +277,7 @@ def _step_part(step: Any, base: Any, recompute: Any, paired: Any, n: int | None,
         "net_benefit": None,
         "tier_check": step.tier_check,
         "l3": None if step.l3 is None or l3 is None else step.l3.document(l3),
+        "cluster": None if step.cluster is None else step.cluster.document(),
     }
     if step.run is not None:
         measured = stats.measured(step.run.records, step.run.elapsed, n)
@@ -352,10 +353,14 @@ def sweep_document(
         "not_run": result.skipped_sizes,
         "max_hit_rate": None if result.curve is None else round(result.curve.max_hit_rate, 6),
         "l3": None if result.l3 is None else result.l3.document(),
+        "cluster": result.cluster,
         "steps": parts,
         "differences": differences(steps, paired),
     }
-    doc.update(knee_and_plateau(steps, min_gain, paired))
+    # the knee and the plateau rule read hit rate against L2 size; a sweep of clusters keeps
+    # one size and varies N, the policy and L3
+    doc.update({"knee": None, "knee_verdict": None, "plateau_rule": None}
+               if result.cluster else knee_and_plateau(steps, min_gain, paired))  # fmt: skip
     doc.update(fits(steps))
     last = next((s for s in reversed(steps) if s.run is not None and s.info is not None), None)
     notes: list[str] = l3_notes(result)
@@ -367,5 +372,10 @@ def sweep_document(
             result.workload, last.info, last.run.records,
             concurrent=load.mode == "open" or (load.concurrency or 1) > 1, vocab=result.vocab,
         )  # fmt: skip
+    if result.cluster:
+        from xputune.measure.router import differences as cluster_differences
+
+        for routing in dict.fromkeys(s.cluster.routing for s in steps if s.cluster):
+            notes += [n for n in cluster_differences(routing) if n not in notes]
     doc["notes"] = notes
     return doc

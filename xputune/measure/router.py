@@ -58,6 +58,18 @@ def workers(endpoint: Endpoint) -> tuple[Endpoint, ...] | None:
     return tuple(found)
 
 
+def all_healthy(endpoint: Endpoint, count: int, timeout: float) -> bool:
+    """Whether the router at `endpoint` lists `count` workers, every one healthy (the router
+    answers before its workers do; a replay started then would find some missing)."""
+    doc = get_json(endpoint, "/workers", timeout)
+    listed = doc.get("workers") if isinstance(doc, dict) else None
+    return (
+        isinstance(listed, list)
+        and len(listed) == count
+        and all(isinstance(w, dict) and w.get("is_healthy") is True for w in listed)
+    )
+
+
 def read_target(endpoint: Endpoint, host_tokens: int | None = None) -> Target:
     """The server at `endpoint`, or the workers behind the router there (ServerError, one
     line, when it is neither)."""

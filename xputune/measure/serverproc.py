@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -299,10 +300,14 @@ class Server:
     log: Path
     env: dict[str, str] = field(default_factory=dict)
     leader: _Leader | None = None
+    #: Whether it is ready, asked within a deadline (ServerError: not yet); default: GET
+    #: /server_info answers in full. A router is ready when it lists its workers healthy.
+    ready: Callable[[Endpoint, float], bool] | None = None
 
     def start(self, timeout: float) -> float:
-        """Start it and wait until GET /server_info answers; the seconds that took. Ends
-        by `timeout` (plus the stop of a server that did not start), whatever it does."""
+        """Start it and wait until it is ready (GET /server_info answers); the seconds that
+        took. Ends by `timeout` (plus the stop of a server that did not start), whatever it
+        does."""
         t0 = time.monotonic()
         deadline = t0 + timeout
         fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -332,8 +337,11 @@ class Server:
                         f"(log {self.log})"
                     )
                 try:
-                    get_json(self.endpoint, "/server_info", timeout=min(_POLL_TIMEOUT, left))
-                    return time.monotonic() - t0
+                    if self.ready is None:
+                        get_json(self.endpoint, "/server_info", timeout=min(_POLL_TIMEOUT, left))
+                        return time.monotonic() - t0
+                    if self.ready(self.endpoint, min(_POLL_TIMEOUT, left)):
+                        return time.monotonic() - t0
                 except ServerError:
                     pass
                 time.sleep(max(0.0, min(_POLL, deadline - time.monotonic())))

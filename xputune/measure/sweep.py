@@ -188,6 +188,30 @@ def default_ladder(launch_opts: list[str], sglang_args: list[str]) -> list[Size]
 # --------------------------------------------------------------------------------- the run
 
 
+#: How a sweep of clusters' labels name the router's policies.
+SHORT_POLICY = {"round_robin": "rr", "random": "rand", "cache_aware": "ca"}
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """What a run of `sweep --instances` launched: N instances behind a router of one policy,
+    sharing the L3 of the launch options or without it."""
+
+    instances: int
+    routing: str
+    l3: bool
+    workers: tuple[str, ...] = ()  # the router's workers, as it listed them
+
+    @property
+    def label(self) -> str:
+        """Short enough for a table at 80 columns: "2 rr +L3" (the legend: SHORT_POLICY)."""
+        return f"{self.instances} {SHORT_POLICY[self.routing]}" + (" +L3" if self.l3 else "")
+
+    def document(self) -> dict[str, Any]:
+        return {"instances": self.instances, "routing": self.routing, "l3": self.l3,
+                "workers": list(self.workers)}  # fmt: skip
+
+
 @dataclass
 class Step:
     label: str
@@ -202,10 +226,11 @@ class Step:
     tier_check: dict[str, Any] | None = None  # tierhealth.check_document of its run
     findings: int = 0  # how many tiers the check named
     l3: l3store.StepStore | None = None  # its L3 store (a HiCache size of a sweep with L3)
+    cluster: ClusterRun | None = None  # a run of `sweep --instances` (measure/clustersweep.py)
 
     @property
     def hicache(self) -> bool:
-        return self.size is not None
+        return self.size is not None or self.cluster is not None
 
     @property
     def records(self) -> list[Record]:
@@ -234,6 +259,7 @@ class SweepResult:
     seconds: float = 0.0
     skipped_sizes: list[str] = field(default_factory=list)
     l3: l3store.Policy | None = None  # what the sweep does with L3 between sizes
+    cluster: bool = False  # a sweep of clusters (--instances): its steps are ClusterRuns
 
 
 class Progress:

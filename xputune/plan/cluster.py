@@ -68,6 +68,22 @@ class ClusterPoint:
         return self.device + self.host
 
 
+def parse_counts(text: str, most: int = MAX_INSTANCES) -> list[int]:
+    """The instance counts of an --instances comma list, in the order given, each once."""
+    from xputune.errors import XputuneError
+
+    counts: list[int] = []
+    for word in (w.strip() for w in text.split(",")):
+        if not word.isdigit() or not 1 <= int(word) <= most:
+            shown = word if len(word) <= 20 else word[:20] + "..."
+            raise XputuneError(
+                f"--instances: {shown!r} is not a count of instances (1 to {most}); give a "
+                "comma list such as 1,2,4,8"
+            )
+        counts.append(int(word))
+    return list(dict.fromkeys(counts))
+
+
 def assign(trace: Trace, instances: int, routing: str, seed: int = 0) -> np.ndarray:
     """The instance each request of `trace` goes to, in trace order."""
     import numpy as np

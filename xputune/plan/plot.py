@@ -39,6 +39,12 @@ class Chart:
     marks: Sequence[Mark] = field(default_factory=tuple)
     title: str = "prefix hit rate vs capacity"
     unit: str = "tokens"
+    axis: str = "capacity"
+    ticks: Sequence[float] = ()  # x values to label (default: the ends, or each decade)
+
+    @property
+    def x_label(self) -> str:
+        return f"{self.axis} ({self.unit}, log scale)" if self.unit else f"{self.axis} (log scale)"
 
 
 def _bounds(chart: Chart) -> tuple[float, float]:
@@ -81,9 +87,8 @@ def text_plot(chart: Chart, width: int = 64, height: int = 16) -> str:
         label = f"{y:4.0%}" if i % 3 == 0 or i == height - 1 else "    "
         lines.append(f"{label} |{''.join(cells)}")
     lines.append("     +" + "-" * width)
-    left, right = human(lo), human(hi)
-    lines.append("      " + left + " " * max(1, width - len(left) - len(right)) + right)
-    lines.append(f"      capacity ({chart.unit}, log scale)")
+    lines.append("      " + _tick_line(chart, lo, hi, col, width))
+    lines.append(f"      {chart.x_label}")
     legend = [f"{s.marker} {s.label}" for s in chart.series]
     legend += [
         f"{m.glyph} {m.label}: {human(m.capacity)} {chart.unit}, {m.hit_rate:.1%}"
@@ -91,6 +96,20 @@ def text_plot(chart: Chart, width: int = 64, height: int = 16) -> str:
     ]
     lines.extend("      " + item for item in legend)
     return "\n".join(lines) + "\n"
+
+
+def _tick_line(chart: Chart, lo: float, hi: float, col, width: int) -> str:
+    """The x labels under a text plot: the chart's ticks where it names them, else both ends."""
+    if not chart.ticks:
+        left, right = human(lo), human(hi)
+        return left + " " * max(1, width - len(left) - len(right)) + right
+    cells = [" "] * (width + 8)
+    for x in chart.ticks:
+        label, at = human(x), col(x)
+        start = max(0, min(at - len(label) // 2, len(cells) - len(label)))
+        if all(c == " " for c in cells[max(0, start - 1) : start + len(label) + 1]):
+            cells[start : start + len(label)] = label
+    return "".join(cells).rstrip()
 
 
 def svg_plot(chart: Chart, width: int = 720, height: int = 420) -> str:
@@ -116,21 +135,16 @@ def svg_plot(chart: Chart, width: int = 720, height: int = 420) -> str:
         y = py(i / 10)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{i * 10}%</text>')
-    decade = 10 ** math.floor(math.log10(lo))
-    while decade <= hi:
-        if decade >= lo:
-            x = px(decade)
-            out.append(
-                f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>'
-            )
-            out.append(
-                f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{human(decade)}</text>'
-            )
-        decade *= 10
+    for tick in chart.ticks or _decades(lo, hi):
+        x = px(tick)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>')
+        out.append(
+            f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{human(tick)}</text>'
+        )
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>')
     out.append(
         f'<text x="{left + pw / 2}" y="{height - 14}" text-anchor="middle">'
-        f"capacity ({escape(chart.unit)}, log scale)</text>"
+        f"{escape(chart.x_label)}</text>"
     )
     legend_y = top + 14
     for s in chart.series:
@@ -162,6 +176,16 @@ def svg_plot(chart: Chart, width: int = 720, height: int = 420) -> str:
         )
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _decades(lo: float, hi: float) -> list[float]:
+    decade = 10 ** math.floor(math.log10(lo))
+    out = []
+    while decade <= hi:
+        if decade >= lo:
+            out.append(decade)
+        decade *= 10
+    return out
 
 
 PNG_NEEDS = "PNG plots need matplotlib: pip install 'xputune[plot]', or write .svg"
@@ -217,8 +241,10 @@ def png_plot(chart: Chart) -> bytes:
             color=m.color,
         )
     ax.set_xscale("log")
+    if chart.ticks:
+        ax.set_xticks(list(chart.ticks), [human(x) for x in chart.ticks])
     ax.set_ylim(0, 1)
-    ax.set_xlabel(f"capacity ({chart.unit}, log scale)")
+    ax.set_xlabel(chart.x_label)
     ax.set_ylabel("prefix hit rate")
     ax.set_title(chart.title)
     ax.grid(True, alpha=0.3)
@@ -258,3 +284,29 @@ def tiers_chart(data: dict[str, Any], curve) -> Chart:
         series.append(Series("measured tiers", pts, "o", "#ff7f0e", line=False))
     unit = "tokens" if curve is not None or (m and m["unit"] == "tokens") else "GB"
     return Chart(series, marks, unit=unit)
+
+
+def cluster_chart(cluster: dict[str, Any]) -> Chart:
+    """The chart of `xputune tiers --instances`: the cluster's hit rate against N.
+
+    Beside the total, what the instances' private caches reach alone (with a shared L3, the gap
+    is what sharing adds) and the bound, one instance with N times the capacity."""
+    rows = cluster["points"]
+
+    def line(key: str) -> list[tuple[float, float]]:
+        return [(float(r["instances"]), r[key]) for r in rows]
+
+    shared = cluster["l3_tokens"] is not None
+    series = [Series("total" + (" (with the shared L3)" if shared else ""), line("total_hit_rate"))]
+    if shared:
+        series.append(Series("private caches only (L1 + L2)", line("private_hit_rate"), "+",
+                             "#ff7f0e"))  # fmt: skip
+    series.append(Series("bound: one instance with N x the capacity", line("bound_hit_rate"),
+                         "o", "#2ca02c"))  # fmt: skip
+    return Chart(
+        series,
+        title=f"cluster prefix hit rate vs instances ({cluster['routing']})",
+        unit="",
+        axis="instances",
+        ticks=tuple(float(r["instances"]) for r in rows),
+    )
