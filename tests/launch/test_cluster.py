@@ -89,13 +89,38 @@ def test_a_shared_mooncake_store_gets_its_master_in_the_set(
     assert code == 0
     members = _members(out)
     assert next(iter(members)) == "master" and members["master"] == [
-        str(binary), "--rpc_port=50051",
+        str(binary), "--rpc_port=50051", "--rpc_address=127.0.0.1", "--metrics_host=127.0.0.1",
     ]  # fmt: skip
     instances = [words for name, words in members.items() if name.startswith("instance")]
     assert len(instances) == 2
     for words in instances:
         config = json.loads(words[words.index("--hicache-storage-backend-extra-config") + 1])
         assert config["master_server_address"] == "127.0.0.1:50051"
+
+
+def test_the_master_the_set_starts_is_not_refused_for_not_answering_yet(
+    run_cli, tmp_path: Path, monkeypatch
+) -> None:
+    """The instances' L3 preflight asks whether the master answers; the master a cluster
+    starts itself is started first, so asking before the set starts would refuse every such
+    launch. A master named elsewhere is still asked."""
+    from xputune.launch import l3check
+
+    _master_on_path(tmp_path / "bin", monkeypatch)
+    monkeypatch.setattr(l3check, "_mooncake_missing", lambda *a: None)
+    code, _, err = run_cli(
+        "launch", "cluster", "-n", *SEED, "--instances", "2", *MOONCAKE, *GLM
+    )  # fmt: skip
+    assert code == 1 and "would refuse: 26 critical setting(s) drift" in err  # the seed box
+    assert "does not answer" not in err, err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    code, _, err = run_cli(
+        "launch", "cluster", "-n", *SEED, "--instances", "2", *MOONCAKE, "--l3-master", closed,
+        *GLM,
+    )  # fmt: skip
+    assert code == 1 and f"would refuse: the Mooncake master {closed} does not answer" in err
 
 
 def test_a_master_another_user_can_change_is_never_run(

@@ -315,3 +315,18 @@ def _sweep_shm(before: frozenset[str]) -> None:
     for name in left - in_use:
         with contextlib.suppress(OSError):
             (SHM / name).unlink()
+
+
+def store_unavailable() -> str | None:
+    """Why the Mooncake store cannot run here (its package, the verbs library it links), or
+    None."""
+    import ctypes
+    import importlib.util
+
+    if importlib.util.find_spec("mooncake") is None:
+        return "mooncake-transfer-engine-non-cuda is not installed (tests/sglang/install_sglang.py)"
+    try:
+        ctypes.CDLL("libibverbs.so.1")
+    except OSError:
+        return "libibverbs.so.1 is missing (Debian: apt install libibverbs1)"
+    return None

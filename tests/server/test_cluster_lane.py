@@ -23,14 +23,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.server.server import DEVICE, LAUNCH_ARGS, REPO, Server
-from tests.sglang.releases import OLDEST, python_for
+from tests.server.server import DEVICE, LAUNCH_ARGS, REPO, Server, store_unavailable
+from tests.sglang.releases import NEWEST, OLDEST, python_for, unavailable
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -63,10 +64,9 @@ def _within_bound(doc: dict[str, Any], where: str) -> None:
             assert abs(rows[tier]["difference"]) <= bound, f"{where}: {_rows(doc)}"
 
 
-def test_a_shared_l3_serves_what_round_robin_scattered(
-    models, run_cli, tmp_path: Path, monkeypatch
-) -> None:
-    pytest.importorskip("sglang_router", reason="sglang-router is not installed here")
+def _sweep(models, run_cli, tmp_path: Path, monkeypatch, *, release: str, l3: list[str],
+           routing: str, compare_l3: bool) -> dict[str, Any]:  # fmt: skip
+    """One `sweep --instances 2` of the tiny MHA model on `release`, its document."""
     env = Server(models["mha"], tmp_path, FEATURES).environment()
     for key in ("PYTHONPATH", "XPUTUNE_TEST_REPO", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE",
                 "TRANSFORMERS_OFFLINE", "SGLANG_PLUGINS"):  # fmt: skip
@@ -74,29 +74,41 @@ def test_a_shared_l3_serves_what_round_robin_scattered(
     monkeypatch.setenv("XPUTUNE_STANDIN_CALLS", str(tmp_path / "standins"))
     (tmp_path / "standins").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the sweep's logs, its L3 folders
-    store = tmp_path / "l3"
-    store.mkdir()
     launch = shlex.join([
-        "--write-policy", "write_through", "--features", FEATURES, "--l3", "file", "--l3-dir",
-        str(store), "--l3-prefetch", "wait_complete", *LAUNCH_ARGS,
+        "--write-policy", "write_through", "--features", FEATURES, *l3, "--l3-prefetch",
+        "wait_complete", *LAUNCH_ARGS,
     ])  # fmt: skip
     code, out, err = run_cli(
         "sweep", "--trace", SLICE, "-n", REQUESTS, "--block-tokens", BLOCK_TOKENS, "-c", "1",
-        "--max-output", "1", "--sizes", "x2", "--instances", "2", "--routing",
-        "round_robin,cache_aware", "--compare-l3", "-f", "json", "--launch-opt", launch,
-        "--python", str(python_for(OLDEST)), "--", "--model-path", str(models["mha"]),
+        "--max-output", "1", "--sizes", "x2", "--instances", "2", "--routing", routing,
+        *(["--compare-l3"] if compare_l3 else []), "-f", "json", "--launch-opt", launch,
+        "--python", str(python_for(release)), "--", "--model-path", str(models["mha"]),
         "--device", DEVICE, "--max-total-tokens", "1024", "--chunked-prefill-size", "128",
         "--skip-server-warmup", "--max-running-requests", "4",
     )  # fmt: skip
     assert code in (0, 1), err  # 1: the tier check named something (said in the document)
     doc = json.loads(out)
-    _save("sweep --instances 2", doc)
-    steps = {s["label"]: s for s in doc["steps"]}
-    assert list(steps) == ["2 rr +L3", "2 rr", "2 ca +L3", "2 ca"], doc["error"]
-    for name, step in steps.items():
+    for step in doc["steps"]:
+        name = step["label"]
         assert step["cluster"]["instances"] == 2 and step["valid"], (name, step["invalid_reasons"])
         assert step["measured"]["requests"]["completed"] == int(REQUESTS), name
         assert len(step["cluster"]["workers"]) == 2, name
+    return doc
+
+
+def test_a_shared_l3_serves_what_round_robin_scattered(
+    models, run_cli, tmp_path: Path, monkeypatch
+) -> None:
+    """Release 0.5.20, a file store: both policies, each with the store and without."""
+    pytest.importorskip("sglang_router", reason="sglang-router is not installed here")
+    store = tmp_path / "l3"
+    store.mkdir()
+    doc = _sweep(models, run_cli, tmp_path, monkeypatch, release=OLDEST,
+                 l3=["--l3", "file", "--l3-dir", str(store)],
+                 routing="round_robin,cache_aware", compare_l3=True)  # fmt: skip
+    _save("sweep --instances 2", doc)
+    steps = {s["label"]: s for s in doc["steps"]}
+    assert list(steps) == ["2 rr +L3", "2 rr", "2 ca +L3", "2 ca"], doc["error"]
     with_l3, without = steps["2 rr +L3"], steps["2 rr"]
     storage = with_l3["measured"]["hit_rate"]["storage"]
     assert storage is not None and storage > 0.01, _rows(with_l3)  # the other server's pages
@@ -105,3 +117,29 @@ def test_a_shared_l3_serves_what_round_robin_scattered(
     assert with_l3["measured"]["hit_rate"]["total"] > without["measured"]["hit_rate"]["total"]
     _within_bound(with_l3, "round_robin with the shared L3")
     _within_bound(without, "round_robin, private caches")
+
+
+def test_a_mooncake_store_the_cluster_started_serves_both_instances(
+    models, run_cli, tmp_path: Path, monkeypatch
+) -> None:
+    """Release 0.5.23, the Mooncake store over tcp with the master `launch cluster` starts as a
+    member of the set (no --l3-master): round robin, storage hits where the prediction has
+    them, every tier within the bound."""
+    for reason in (unavailable(NEWEST), store_unavailable()):
+        if reason:
+            pytest.skip(reason)
+    probe = subprocess.run([str(python_for(NEWEST)), "-c", "import sglang_router"],
+                           capture_output=True, check=False)  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(f"sglang-router is not installed for sglang {NEWEST}")
+    mooncake = ["--l3", "mooncake", "--l3-protocol", "tcp", "--l3-segment-gb", "0.25",
+                "--l3-host", "127.0.0.1"]  # fmt: skip
+    doc = _sweep(models, run_cli, tmp_path, monkeypatch, release=NEWEST, l3=mooncake,
+                 routing="round_robin", compare_l3=False)  # fmt: skip
+    _save(f"sweep --instances 2 mooncake {NEWEST}", doc)
+    assert doc["l3"]["between_sizes"] == "own_master", doc["l3"]
+    [step] = doc["steps"]
+    assert step["label"] == "2 rr +L3" and step["server"]["storage_backend"] == "mooncake"
+    storage = step["measured"]["hit_rate"]["storage"]
+    assert storage is not None and storage > 0.01, _rows(step)
+    _within_bound(step, f"round_robin with the Mooncake store, {NEWEST}")

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.server import scenarios
-from tests.server.server import Server
+from tests.server.server import Server, store_unavailable
 from xputune.measure.ports import server_port
 
 pytestmark = pytest.mark.timeout(900)
@@ -33,19 +33,6 @@ pytestmark = pytest.mark.timeout(900)
 KINDS = ("mla", "mha")
 FEATURES = "lifo,async,kernels,host-buffer"
 _seen: dict[str, Any] = {}
-
-
-def _store_unavailable() -> str | None:
-    import ctypes
-    import importlib.util
-
-    if importlib.util.find_spec("mooncake") is None:
-        return "mooncake-transfer-engine-non-cuda is not installed (tests/sglang/install_sglang.py)"
-    try:
-        ctypes.CDLL("libibverbs.so.1")
-    except OSError:
-        return "libibverbs.so.1 is missing (Debian: apt install libibverbs1)"
-    return None
 
 
 @contextlib.contextmanager
@@ -149,7 +136,7 @@ def _pages_written(folder: Path, want: int, limit: float = 90.0) -> list[str]:
 
 @pytest.fixture(scope="module")
 def l3_lane(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
-    reason = _store_unavailable()
+    reason = store_unavailable()
 
     def get(release: str, kind: str, backend: str) -> dict[str, Any]:
         if backend == "mooncake" and reason:

@@ -140,8 +140,9 @@ STORE: Pins = (
 )
 VERBS = "libibverbs.so.1"
 
-# sglang-router for `launch cluster`'s test (tests/launch/test_cluster.py): a Rust binary in a
-# wheel; what it imports (aiohttp, fastapi, orjson, setproctitle, uvicorn) is in SERVER.
+# sglang-router for `launch cluster` (tests/launch/test_cluster.py, the cluster lane on both
+# releases): a Rust binary in a wheel; what it imports (aiohttp, fastapi, orjson, setproctitle,
+# uvicorn) is in SERVER. `launch cluster` runs it with SGLang's interpreter.
 ROUTER: Pins = (("sglang-router", "0.3.2"),)
 
 # --- sglang 0.5.23 (.venvs/sglang-0.5.23) ------------------------------------------------------
@@ -248,7 +249,7 @@ LANES: dict[str, Lane] = {
         release=NEWEST,
         torch="2.14.1",
         torch_deps=TORCH_2_14_DEPS,
-        pure=(*_repin((*PURE, *SERVER), PINS_0_5_23), *STORE, *XPUTUNE_DEPS),
+        pure=(*_repin((*PURE, *SERVER), PINS_0_5_23), *STORE, *ROUTER, *XPUTUNE_DEPS),
         venv=venv_for(NEWEST),
     ),
 }

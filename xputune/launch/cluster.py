@@ -31,6 +31,9 @@ ROUTER_MODULE = "sglang_router.launch_router"
 POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
 MAX_INSTANCES = 64
 LOCAL_MASTER = f"127.0.0.1:{MASTER_PORT}"
+#: mooncake_master's own flags for a master of this host's cluster (listening on every
+#: interface by default).
+LOCAL_ONLY = ("--rpc_address=127.0.0.1", "--metrics_host=127.0.0.1")
 #: SGLang flags each instance gets from the cluster, not from ARGS.
 OWN_FLAGS = ("--port", "--host", "--base-gpu-id")
 
@@ -95,9 +98,11 @@ def prepare_cluster(
     notes: list[str] = []
     l3 = req.plan.l3
     master_missing = None
-    if l3 is not None and l3.backend == "mooncake" and l3.master is None:
+    own_master = l3 is not None and l3.backend == "mooncake" and l3.master is None
+    if own_master:
         l3 = replace(l3, master=LOCAL_MASTER)
-        command = master_command(LOCAL_MASTER)
+        # on this host only: its RPC and metrics on the loopback, as the instances reach it
+        command = [*master_command(LOCAL_MASTER), *LOCAL_ONLY]
         binary, master_missing = find_binary(command[0], package_binary(command[0]))
         names.append("master")
         commands.append([binary or command[0], *command[1:]])
@@ -109,7 +114,8 @@ def prepare_cluster(
     first = None
     for i, (port, cards) in enumerate(zip(ports, split, strict=True)):
         plan = replace(req.plan, l3=l3, cards=cards or req.plan.cards)
-        one = replace(req, plan=plan, user_args=(*user, "--port", str(port)))
+        one = replace(req, plan=plan, user_args=(*user, "--port", str(port)),
+                      master_in_set=own_master)  # fmt: skip
         if cpu:
             launch = policy.prepare_cpu(topo, one, sglang)
         else:

@@ -89,10 +89,12 @@ def l3_preflight(
     live: bool,
     python: str | None = None,
     mooncake: bool | None = None,
+    master_in_set: bool = False,
 ) -> tuple[list[str], list[str]]:
     """(notes, refusals) for launching with `plan`'s L3 tier; `live`: the host is this one;
     `python` and `mooncake`: SGLang's interpreter and whether it has the mooncake package
-    (launch/preflight.py; None: ask this interpreter)."""
+    (launch/preflight.py; None: ask this interpreter); `master_in_set`: the master starts
+    with the servers (launch cluster), so it cannot answer yet."""
     notes: list[str] = [f"note: {n}" for n in plan.notes]
     notes += [f"warning: {w}" for w in plan.warnings]
     refusals: list[str] = []
@@ -105,7 +107,8 @@ def l3_preflight(
                 "page_first for mooncake (Mooncake never runs layer_first)"
             )
         master = req.master or "127.0.0.1:50051"
-        for problem in (_mooncake_missing(python, mooncake), _master_reachable(master)):
+        reachable = None if master_in_set else _master_reachable(master)
+        for problem in (_mooncake_missing(python, mooncake), reachable):
             if problem:
                 refusals.append(problem)
     elif req.directory is not None and live:

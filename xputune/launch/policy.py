@@ -119,6 +119,7 @@ class LaunchRequest:
     force: bool = False  # launch despite the refusals (drift, L3 preflight)
     stats_dir: str | None = None
     python: str | None = None  # SGLang's interpreter (None: $XPUTUNE_SGLANG_PYTHON, else ours)
+    master_in_set: bool = False  # the Mooncake master starts with the instances (launch cluster)
 
 
 def _sglang(
@@ -185,7 +186,7 @@ def prepare(
     )
     if plan.l3 is not None:
         l3_notes, l3_refusals = l3_preflight(
-            plan.l3, user_args, view.live, found.python, found.mooncake
+            plan.l3, user_args, view.live, found.python, found.mooncake, req.master_in_set
         )
         notes += l3_notes
         refusals += l3_refusals
@@ -248,7 +249,9 @@ def prepare_cpu(
     )
     refusals: list[str] = []
     if l3 is not None:
-        l3_notes, refusals = l3_preflight(l3, user_args, True, found.python, found.mooncake)
+        l3_notes, refusals = l3_preflight(
+            l3, user_args, True, found.python, found.mooncake, req.master_in_set
+        )
         notes += l3_notes
         # half the room is SGLang's own (device) pool, as cpu_tier plans it
         room = cpu_room(host_bytes, size) / 2 - chosen.hicache_size_gb * GB * size

@@ -31,7 +31,7 @@ from xputune.errors import XputuneError
 from xputune.measure import l3store
 from xputune.measure.client import Endpoint
 from xputune.measure.ports import server_port
-from xputune.measure.serverproc import LaunchFailed, Server, dry_run
+from xputune.measure.serverproc import CLUSTER_OF_ONE, LaunchFailed, Server, dry_run
 from xputune.measure.sweep import METRICS, ClusterRun, Progress, Size, Step, SweepResult
 from xputune.plan.cluster import ROUTINGS
 from xputune.userfiles import printable
@@ -148,15 +148,15 @@ def run_cluster_sweep(
 ) -> SweepResult:
     """Every run (N x policy x L3 on/off), each on cold caches; every set stopped.
 
-    The launcher runs once as a dry run of one instance (`launch sglang`: its checks, the
-    preflight of SGLang's interpreter, the L3 backend) before any set starts."""
+    The launcher runs once as a dry run of a cluster of one (its checks, the preflight of
+    SGLang's interpreter, the L3 backend) before any set starts."""
     from xputune.launch.sglang import user_value
 
     check_cluster_args(launch_opts, sglang_args)
     progress = progress or Progress()
     extra = [] if user_value(sglang_args, "--enable-metrics") is not None else METRICS
     args = [*sglang_args, *extra, *(size.args() if size is not None else [])]
-    command = dry_run(launch_opts, args)
+    command = dry_run(launch_opts, args, CLUSTER_OF_ONE)
     backend = l3store.backend_of(command)
     if compare_l3 and backend is None:
         raise XputuneError(

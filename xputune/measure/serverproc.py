@@ -58,10 +58,19 @@ class LaunchFailed(XputuneError):
     """The launcher refused, or the server died before it was ready."""
 
 
+#: The launcher of one server, and of a one-instance cluster (whose L3 preflight knows the
+#: Mooncake master it starts itself is not up before the set is).
+SERVER = ("launch", "sglang")
+CLUSTER_OF_ONE = ("launch", "cluster", "--instances", "1")
+
+
 def launcher_argv(
-    launch_opts: list[str], sglang_args: list[str], dry_run: bool = False
+    launch_opts: list[str],
+    sglang_args: list[str],
+    dry_run: bool = False,
+    launcher: tuple[str, ...] = SERVER,
 ) -> list[str]:
-    head = [sys.executable, "-m", "xputune", "launch", "sglang"]
+    head = [sys.executable, "-m", "xputune", *launcher]
     return [*head, *(["--dry-run"] if dry_run else []), *launch_opts, "--", *sglang_args]
 
 
@@ -145,14 +154,17 @@ class Command:
     env: dict[str, str]
 
 
-def dry_run(launch_opts: list[str], sglang_args: list[str]) -> Command:
-    """The command the launcher would run, from its --dry-run line.
+def dry_run(
+    launch_opts: list[str], sglang_args: list[str], launcher: tuple[str, ...] = SERVER
+) -> Command:
+    """The command the launcher would run, from its --dry-run line (a cluster's: its
+    instance's, printed before the router's).
 
     LaunchFailed with the launcher's own last line when it refuses, and when a real launch
     would be refused (critical drift without --force, what SGLang's environment lacks: "would
     refuse: ...").
     """
-    argv = launcher_argv(launch_opts, sglang_args, dry_run=True)
+    argv = launcher_argv(launch_opts, sglang_args, dry_run=True, launcher=launcher)
     try:
         done = trail.run(argv, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -168,6 +180,8 @@ def dry_run(launch_opts: list[str], sglang_args: list[str]) -> Command:
         raise LaunchFailed(f"the launcher refused: {printable(last)[:300]}")
     # the line is shell text, continued with " \\" where it is long (cli/output.shell_command)
     lines = [ln for ln in done.stdout.replace("\\\n", " ").splitlines() if ln.strip()]
+    servers = [ln for ln in lines if "sglang.launch_server" in ln and not ln.startswith("#")]
+    lines = servers[-1:] or lines
     words = shlex.split(lines[-1]) if lines else []
     env: dict[str, str] = {}
     while words and "=" in words[0] and not words[0].startswith("-"):
