@@ -123,8 +123,8 @@ def test_a_mooncake_store_the_cluster_started_serves_both_instances(
     models, run_cli, tmp_path: Path, monkeypatch
 ) -> None:
     """Release 0.5.23, the Mooncake store over tcp with the master `launch cluster` starts as a
-    member of the set (no --l3-master): round robin, storage hits where the prediction has
-    them, every tier within the bound."""
+    member of the set (no --l3-master), and without it: round robin, storage hits only with
+    the store, every tier within the bound."""
     for reason in (unavailable(NEWEST), store_unavailable()):
         if reason:
             pytest.skip(reason)
@@ -135,11 +135,13 @@ def test_a_mooncake_store_the_cluster_started_serves_both_instances(
     mooncake = ["--l3", "mooncake", "--l3-protocol", "tcp", "--l3-segment-gb", "0.25",
                 "--l3-host", "127.0.0.1"]  # fmt: skip
     doc = _sweep(models, run_cli, tmp_path, monkeypatch, release=NEWEST, l3=mooncake,
-                 routing="round_robin", compare_l3=False)  # fmt: skip
+                 routing="round_robin", compare_l3=True)  # fmt: skip
     _save(f"sweep --instances 2 mooncake {NEWEST}", doc)
     assert doc["l3"]["between_sizes"] == "own_master", doc["l3"]
-    [step] = doc["steps"]
-    assert step["label"] == "2 rr +L3" and step["server"]["storage_backend"] == "mooncake"
-    storage = step["measured"]["hit_rate"]["storage"]
-    assert storage is not None and storage > 0.01, _rows(step)
-    _within_bound(step, f"round_robin with the Mooncake store, {NEWEST}")
+    shared, private = doc["steps"]
+    assert shared["label"] == "2 rr +L3" and shared["server"]["storage_backend"] == "mooncake"
+    storage = shared["measured"]["hit_rate"]["storage"]
+    assert storage is not None and storage > 0.01, _rows(shared)
+    assert private["label"] == "2 rr" and not private["measured"]["hit_rate"].get("storage")
+    _within_bound(shared, f"round_robin with the Mooncake store, {NEWEST}")
+    _within_bound(private, f"round_robin, private caches, {NEWEST}")
