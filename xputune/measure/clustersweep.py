@@ -43,9 +43,6 @@ if TYPE_CHECKING:
 
 #: The launcher's options that set what each run sets: the cluster's shape and ports.
 OWN_OPTIONS = ("--instances", "--router", "--router-port", "--first-port")
-#: The launcher's options of the L3 tier (each takes a value), left out of a run without L3.
-L3_OPTIONS = ("--l3", "--l3-dir", "--l3-master", "--l3-host", "--l3-protocol", "--l3-prefetch",
-              "--l3-segment-gb")  # fmt: skip
 #: Runs one sweep may ask for (each starts N servers).
 MAX_RUNS = 64
 
@@ -95,8 +92,10 @@ def _split(words: list[str], names: tuple[str, ...]) -> tuple[list[str], list[st
 
 
 def without_l3(launch_opts: list[str]) -> list[str]:
-    """The launch options with every L3 option taken out: the same cluster, private caches."""
-    return _split(launch_opts, L3_OPTIONS)[1]
+    """The launch options with every L3 option (--l3 and --l3-*, each taking a value) taken
+    out: the same cluster, private caches."""
+    names = {w.partition("=")[0] for w in launch_opts}
+    return _split(launch_opts, tuple(n for n in names if n == "--l3" or n.startswith("--l3-")))[1]
 
 
 def check_cluster_args(launch_opts: list[str], sglang_args: list[str]) -> None:
