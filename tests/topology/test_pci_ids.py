@@ -24,9 +24,11 @@ from xputune.topology.ids import PCI_IDS_PATHS, PciIdsFile, PciNames, id_table, 
 PROBES = (0x0000, 0x0001, 0x10DE, 0x8086, 0x1AF4, 0xFFFF)
 
 
-def _same_names(data: bytes, extra: tuple[int, ...] = PROBES) -> None:
-    vendors, devices = parse_pci_ids(data.decode("utf-8", "replace"))
+def _same_names(data, extra: tuple[int, ...] = PROBES, prefetch: tuple[int, ...] = ()) -> None:
+    """`data`: bytes, or a mapping of them; `prefetch`: vendors looked up together first."""
+    vendors, devices = parse_pci_ids(data[:].decode("utf-8", "replace"))
     lazy = PciIdsFile(data)
+    lazy.prefetch(prefetch)
     for vendor_id in {*vendors, *(v for v, _ in devices), *extra}:
         assert lazy.vendor(vendor_id) == vendors.get(vendor_id), hex(vendor_id)
         asked = {d for v, d in devices if v == vendor_id} | set(extra)
@@ -76,6 +78,28 @@ def test_lookups_give_the_whole_parse_names(data: bytes) -> None:
     _same_names(data)
 
 
+@settings(max_examples=300, deadline=None)
+@given(pci_ids_files(), st.lists(st.one_of(ID.map(lambda v: int(v, 16)), st.sampled_from(PROBES))))
+def test_vendors_looked_up_together_give_the_whole_parse_names(data: bytes, first) -> None:
+    """prefetch finds several vendors (and where the class list starts) in one search."""
+    _same_names(data, prefetch=(*first, -1, 0x10000))
+
+
+def test_names_prefetched_are_only_those_the_table_lacks(tmp_path: Path) -> None:
+    folder = tmp_path / "usr" / "share" / "misc"
+    folder.mkdir(parents=True)
+    (folder / "pci.ids").write_bytes(b"1af4  Red Hat\n\t1000  net\n1234  Tech\n\t0001  one\n")
+    view = DirView(str(tmp_path))
+    view.keep_contents()
+    names = PciNames(view)
+    names.prefetch([(0x10DE, None), (None, 0x1000)])  # named by our table, or by nothing
+    assert view.contents == {}
+    names.prefetch([(0x1234, 0x0001), (0x1AF4, 0x1000), (0x1AF4, None)])
+    assert list(view.contents or {}) == ["/usr/share/misc/pci.ids"]
+    assert names.vendor(0x1234) == "Tech" and names.device(0x1234, 1) == "one"
+    assert names.device(0x1AF4, 0x1000) == "net" and names.vendor(0x1AF4) == "Red Hat (virtio)"
+
+
 def test_a_vendor_named_twice_is_named_by_its_last_line() -> None:
     data = b"10de  First\n\t0001  one\n8086  Intel\n10de  Second\n\t0002  two\n\t0001  one again\n"
     _same_names(data)
@@ -103,6 +127,8 @@ def test_the_system_pci_ids_names_every_id_alike() -> None:
     path = _system_pci_ids()
     assert path is not None
     _same_names(path.read_bytes())
+    mapped = DirView("/").read_mapped(str(path))  # as a live probe reads it
+    _same_names(mapped, prefetch=(0x8086, 0x10DE, 0x1AF4, 0x15B3, 0x1022))
 
 
 def test_a_recorded_hosts_pci_ids_names_its_devices_as_the_whole_parse_does() -> None:

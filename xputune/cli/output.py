@@ -29,13 +29,15 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
 
 from xputune import trail
 from xputune.errors import XputuneError
 from xputune.userfiles import printable
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
 if TYPE_CHECKING:
+    from typing import Any
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

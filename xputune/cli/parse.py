@@ -15,10 +15,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from xputune.cli.spec import Command, Opt
 from xputune.errors import XputuneError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
+if TYPE_CHECKING:
+    from typing import Any
 
 _INT = re.compile(r"[+-]?[0-9]{1,18}")  # a positional that is a number, not an option
 _DIGITS = re.compile(r"[+-]?[0-9]+")

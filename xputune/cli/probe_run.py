@@ -86,11 +86,30 @@ def run_probe(req: Request) -> None:
     """
     collecting = gc.isenabled()
     gc.disable()  # see _probe
+    _spare_the_last_collections()
     try:
         _probe(req.root, req.example, req.fmt, req.fallback_example, req.strict, req.vendor_topo)
     finally:
         if collecting:
             gc.enable()
+
+
+def _spare_the_last_collections() -> None:
+    """Freeze the heap when the process exits (after the atexit handlers registered later,
+    which run first): the interpreter's shutdown then skips its full collections over every
+    object left, about 2 ms of a probe's ~28 ms on the 2-core VM (and of `python -c pass`).
+    What they would find is nothing a probe leaves: it makes no cycles worth collecting (see
+    _probe) and holds no file open across them. Once per process, however often a test runs
+    the probe in it."""
+    global _FREEZE_AT_EXIT
+    if not _FREEZE_AT_EXIT:
+        import atexit
+
+        atexit.register(gc.freeze)
+        _FREEZE_AT_EXIT = True
+
+
+_FREEZE_AT_EXIT = False
 
 
 def _probe(

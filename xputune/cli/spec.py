@@ -16,7 +16,10 @@ typo, nan, inf or 5000 digits is one usage line), "flag" (no value), "choice" (o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
+if TYPE_CHECKING:
+    from typing import Any
 
 KINDS = ("text", "path", "name", "int", "float", "flag", "choice")
 

@@ -11,10 +11,15 @@ never "off".
 
 from __future__ import annotations
 
-import struct
-
 from xputune.errors import HostDataError
 from xputune.tuples import NamedTuple
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
+if TYPE_CHECKING:
+    from xputune.host.view import SparseBytes
+
+    #: What decode reads: bytes, or anything that indexes, slices and len()s as they do.
+    Bytes = bytes | SparseBytes
 
 HEADER_BYTES = 64
 STATUS_CAP_LIST = 0x0010
@@ -97,16 +102,23 @@ class ConfigSpace(NamedTuple):
         return self.size > HEADER_BYTES
 
 
-def _u16(data: bytes, offset: int) -> int:
-    return struct.unpack_from("<H", data, offset)[0]
+def _u16(data: Bytes, offset: int) -> int:
+    """The word at `offset`, which decode has checked lies inside `data`."""
+    return int.from_bytes(data[offset : offset + 2], "little")
 
 
-def _u32(data: bytes, offset: int) -> int:
-    return struct.unpack_from("<I", data, offset)[0]
+def _u32(data: Bytes, offset: int) -> int:
+    return int.from_bytes(data[offset : offset + 4], "little")
 
 
-def decode(data: bytes, path: str = "config") -> ConfigSpace:
-    """Decode config space bytes; HostDataError for what no real kernel would hand out."""
+def decode(data: Bytes, path: str = "config") -> ConfigSpace:
+    """Decode config space bytes; HostDataError for what no real kernel would hand out.
+
+    `data` is the whole file's bytes, or what HostView.read_sparse gives for it, which reads
+    only what is looked at here: a live probe's config accesses are the words of the header
+    it uses, of each capability in the chain, of the PCIe capability's fields and of each
+    extended capability's header, not the whole 256 or 4096 bytes.
+    """
     if len(data) < HEADER_BYTES:
         raise HostDataError(path, f"{len(data)} bytes", "config space is at least 64 bytes")
     vendor_id = _u16(data, 0x00)
@@ -141,7 +153,7 @@ def decode(data: bytes, path: str = "config") -> ConfigSpace:
     )
 
 
-def _walk_capabilities(data: bytes, path: str) -> tuple[tuple[int, int], ...]:
+def _walk_capabilities(data: Bytes, path: str) -> tuple[tuple[int, int], ...]:
     found: list[tuple[int, int]] = []
     seen: set[int] = set()
     pointer = data[CAP_POINTER]
@@ -159,7 +171,7 @@ def _walk_capabilities(data: bytes, path: str) -> tuple[tuple[int, int], ...]:
     return tuple(found)
 
 
-def _walk_ext_capabilities(data: bytes, path: str) -> tuple[tuple[int, int], ...]:
+def _walk_ext_capabilities(data: Bytes, path: str) -> tuple[tuple[int, int], ...]:
     found: list[tuple[int, int]] = []
     seen: set[int] = set()
     pointer = EXT_CAP_START
@@ -185,8 +197,12 @@ def masked_word(current: int, mask: int, value: int) -> int:
 
 
 def pack_u16(value: int) -> bytes:
+    import struct  # here: the probe decodes without it (start-up time)
+
     return struct.pack("<H", value)
 
 
 def read_u16(data: bytes, offset: int) -> int:
-    return _u16(data, offset)
+    import struct
+
+    return struct.unpack_from("<H", data, offset)[0]

@@ -10,11 +10,16 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from functools import cache
 
 from xputune.errors import HostError
 from xputune.host import HostView
 from xputune.tuples import NamedTuple
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: start-up time
+if TYPE_CHECKING:
+    import mmap
 
 PCI_IDS_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids")
 
@@ -58,9 +63,9 @@ class PciIdsFile:
 
     Why: pci.ids is ~1.4 MB of some 36,000 lines, and parsing it whole (parse_pci_ids) cost a
     live probe more than half its discovery (~34 ms of 61) to name the handful of vendors a
-    host has. Here a vendor is one search of the file's bytes for its line (a name, and the
-    span of its device lines), and a device one search within that span: about a millisecond
-    for the first device of a vendor, names decoded only for the lines found.
+    host has. Here the vendors a probe needs are one search of the file's bytes for their
+    lines (a name, and the span of its device lines, for each; prefetch), and a device one
+    search within that span, names decoded only for the lines found.
 
     The names are those parse_pci_ids gives for a pci.ids as the file is written (one entry a
     line ending in \\n, ids as four lowercase hex digits; a vendor named twice is named by its
@@ -68,47 +73,80 @@ class PciIdsFile:
     two to each other on generated files and on the system's own.
     """
 
-    def __init__(self, data: bytes) -> None:
-        self._data = data
+    def __init__(self, data: bytes | mmap.mmap) -> None:
+        self._data = data  # bytes, or the live host's file mapped (HostView.read_mapped)
         #: a line that starts the next vendor (or anything else that is not a device,
         #: subsystem, comment or blank line): where a vendor's device lines end. Compiled
         #: here, not at import: a probe whose names are all in our table never needs it.
         self._next = re.compile(rb"\n[^\t#\r\n]")
-        # parse_pci_ids stops at the first line of the class list ("C xx  name")
-        if data.startswith(b"C "):
-            self._end = 0
-        else:
-            at = re.search(rb"\nC ", data)  # twice as fast as bytes.find of the same
-            self._end = len(data) if at is None else at.start() + 1
+        #: parse_pci_ids stops at the first line of the class list ("C xx  name"): where,
+        #: the first search for vendors finds on its way (None until then).
+        self._end: int | None = 0 if data[:2] == b"C " else None
         self._vendors: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
+
+    def prefetch(self, vendor_ids: Iterable[int]) -> None:
+        """Find the lines of all these vendors in one search of the file, not one each (a
+        search of pci.ids reads all 1.4 MB of it, about half a millisecond)."""
+        self._find([v for v in set(vendor_ids) if v not in self._vendors])
 
     def _vendor(self, vendor_id: int) -> tuple[str | None, list[tuple[int, int]]]:
         """(name, spans of its device lines) of one vendor, each span from the end of a
         vendor line to the start of the next vendor's (several if the file names it twice)."""
         found = self._vendors.get(vendor_id)
-        if found is not None:
-            return found
+        if found is None:
+            self._find([vendor_id])
+            found = self._vendors[vendor_id]
+        return found
+
+    def _find(self, vendor_ids: list[int]) -> None:
+        """Fill _vendors for these vendors: every line that starts with the id (before the
+        class list) names it, the last one counting. One pass over the file finds them all
+        and, on the first pass, the start of the class list."""
         data, end = self._data, self._end
-        name: str | None = None
-        spans: list[tuple[int, int]] = []
-        if not 0 <= vendor_id <= 0xFFFF:
-            self._vendors[vendor_id] = (None, spans)
-            return None, spans
-        key = b"%04x" % vendor_id
-        starts = [0] if data.startswith(key) and end >= 4 else []
-        needle = b"\n" + key
-        at = data.find(needle, 0, end)
-        while at >= 0:
-            starts.append(at + 1)
-            at = data.find(needle, at + 1, end)
-        for start in starts:
-            eol = data.find(b"\n", start, end)
-            eol = end if eol < 0 else eol
-            name = data[start + 4 : eol].decode("utf-8", "replace").strip()
-            nxt = self._next.search(data, eol, end)
-            spans.append((eol, end if nxt is None else nxt.start()))
-        self._vendors[vendor_id] = (name, spans)
-        return name, spans
+        keys: dict[bytes, int] = {}
+        for vendor_id in vendor_ids:
+            if 0 <= vendor_id <= 0xFFFF:
+                keys[b"%04x" % vendor_id] = vendor_id
+            else:
+                self._vendors[vendor_id] = (None, [])
+        if not keys:
+            return
+        starts: dict[bytes, list[int]] = {key: [] for key in keys}
+        if data[:4] in starts:  # (a file that starts with a class line starts with "C ")
+            starts[data[:4]].append(0)
+        if end is not None and len(keys) == 1:  # one vendor: bytes.find needs no pattern
+            (key,) = keys
+            needle = b"\n" + key
+            at = data.find(needle, 0, end)
+            while at >= 0:
+                starts[key].append(at + 1)
+                at = data.find(needle, at + 1, end)
+        else:
+            # Each match starts a line; a vendor's (4 hex digits) never holds the "\n" that
+            # starts another, so none hides a match of the next vendor or of the class list.
+            alternatives = b"|".join(sorted(keys))
+            if end is None:
+                alternatives = b"C |" + alternatives
+            pattern = re.compile(rb"\n(?:%s)" % alternatives)
+            for match in pattern.finditer(data, 0, len(data) if end is None else end):
+                found = match.group()[1:]
+                if found == b"C ":
+                    end = match.start() + 1
+                    break
+                starts[found].append(match.start() + 1)
+            if end is None:
+                end = len(data)
+            self._end = end
+        for key, where in starts.items():
+            name: str | None = None
+            spans: list[tuple[int, int]] = []
+            for start in where:
+                eol = data.find(b"\n", start, end)
+                eol = end if eol < 0 else eol
+                name = data[start + 4 : eol].decode("utf-8", "replace").strip()
+                nxt = self._next.search(data, eol, end)
+                spans.append((eol, end if nxt is None else nxt.start()))
+            self._vendors[keys[key]] = (name, spans)
 
     def vendor(self, vendor_id: int) -> str | None:
         return self._vendor(vendor_id)[0]
@@ -142,13 +180,29 @@ class PciNames:
             self._looked = True
             for path in PCI_IDS_PATHS:
                 try:
-                    data = self._view.read_bytes(path)  # a recording keeps what it reads
+                    data = self._view.read_mapped(path)  # a recording keeps what it reads
                 except (FileNotFoundError, HostError):
                     continue  # an absent or unreadable pci.ids only costs names
                 self.ids_path = path
                 self._file = PciIdsFile(data)
                 break
         return self._file
+
+    def prefetch(self, ids: Iterable[tuple[int | None, int | None]]) -> None:
+        """Look up together, in one search of pci.ids, the vendors that naming these
+        (vendor, device) ids will need from it; nothing is read when our table names them."""
+        table = self._table
+        wanted = {
+            vendor_id
+            for vendor_id, device_id in ids
+            if vendor_id is not None
+            and (
+                not table.vendors.get(vendor_id)
+                or (device_id is not None and not table.devices.get((vendor_id, device_id)))
+            )
+        }
+        if wanted and (found := self._pci_ids()) is not None:
+            found.prefetch(wanted)
 
     def vendor(self, vendor_id: int | None) -> str:
         if vendor_id is None:

@@ -83,8 +83,7 @@ def _config(reader: Reader, base: str) -> _Config:
     path = f"{base}/config"
     if not reader.view.exists(path):
         return _Config(Ordering(reason="no config space file"), None, None)
-    data = reader.guard(path, lambda: reader.view.read_bytes(path))
-    space = None if data is None else reader.guard(path, lambda: pciconfig.decode(data, path))
+    space = reader.guard(path, lambda: _decode(reader, path))
     if space is None:
         return _Config(Ordering(reason="config space unreadable"), None, None)
     if not space.visible:
@@ -94,6 +93,13 @@ def _config(reader: Reader, base: str) -> _Config:
     cap = space.pcie
     ordering = Ordering(cap.ido_request, cap.ido_completion, cap.relaxed_ordering)
     return _Config(ordering, cap.port_type_name, space)
+
+
+def _decode(reader: Reader, path: str) -> pciconfig.ConfigSpace:
+    """The config space at `path`, read only as far as decoding it looks (a live host's
+    every word is a config access)."""
+    with reader.view.read_sparse(path) as data:
+        return pciconfig.decode(data, path)
 
 
 def _link(reader: Reader, base: str) -> Link:
@@ -112,7 +118,8 @@ def _local_cpus(reader: Reader, base: str) -> tuple[int, ...]:
     return reader.value(f"{base}/local_cpus", parse_cpumask) or ()
 
 
-def _kind(class_code: int | None, port_type: str | None, parent: PciFunction | None) -> str:
+def _kind(class_code: int | None, port_type: str | None, parent: str | None) -> str:
+    """What a function is; `parent` is the kind of the function above it (None: none)."""
     if port_type in _PORT_KINDS:
         return _PORT_KINDS[port_type]
     if class_code is None or class_code >> 8 != CLASS_BRIDGE_PCI:
@@ -120,9 +127,9 @@ def _kind(class_code: int | None, port_type: str | None, parent: PciFunction | N
     # Config space unreadable: infer from the position in the chain.
     if parent is None:
         return "root port"
-    if parent.kind == "switch upstream":
+    if parent == "switch upstream":
         return "switch downstream"
-    if parent.kind in ("root port", "switch downstream"):
+    if parent in ("root port", "switch downstream"):
         return "switch upstream"
     return "bridge"
 
@@ -215,7 +222,9 @@ def discover_pci(reader: Reader) -> dict[str, PciFunction]:
         )
     # Parents first, so a child can see its parent's kind.
     located.sort(key=lambda item: len(item.chain))
-    functions: dict[str, PciFunction] = {}
+    # Named once all ids are known: the vendors pci.ids must name are one search of it.
+    rows: list[tuple[int | None, int | None, dict[str, object]]] = []
+    kinds: dict[str, str] = {}
     for loc in located:
         bdf, base = loc.bdf, loc.base
         cfg = configs[bdf]
@@ -227,9 +236,10 @@ def discover_pci(reader: Reader) -> dict[str, PciFunction]:
             device_id = cfg.space.device_id if device_id is None else device_id
             class_code = cfg.space.class_code if class_code is None else class_code
         parent_bdf = loc.chain[-2] if len(loc.chain) > 1 else None
-        parent = functions.get(parent_bdf) if parent_bdf else None
+        kind = _kind(class_code, cfg.port_type, kinds.get(parent_bdf) if parent_bdf else None)
+        kinds[bdf] = kind
         group = view.link_name(f"{base}/iommu_group")
-        functions[bdf] = PciFunction(
+        fields = dict(
             bdf=bdf,
             sysfs_path=loc.sysfs_path,
             parent=parent_bdf,
@@ -239,9 +249,7 @@ def discover_pci(reader: Reader) -> dict[str, PciFunction]:
             class_code=class_code,
             subsystem_vendor_id=reader.value(f"{base}/subsystem_vendor", parse_hex),
             subsystem_device_id=reader.value(f"{base}/subsystem_device", parse_hex),
-            vendor_name=names.vendor(vendor_id),
-            device_name=names.device(vendor_id, device_id),
-            kind=_kind(class_code, cfg.port_type, parent),
+            kind=kind,
             port_type=cfg.port_type,
             numa_node=reader.value(f"{base}/numa_node", parse_numa_node),
             local_cpus=_local_cpus(reader, base),
@@ -252,7 +260,17 @@ def discover_pci(reader: Reader) -> dict[str, PciFunction]:
             is_virtual_function=view.exists(f"{base}/physfn")
             or (vendor_id, device_id) in table.virtual_functions,
         )
-    return dict(sorted(functions.items()))
+        rows.append((vendor_id, device_id, fields))
+    names.prefetch((vendor_id, device_id) for vendor_id, device_id, _ in rows)
+    functions = [
+        PciFunction(  # type: ignore[arg-type]
+            vendor_name=names.vendor(vendor_id),
+            device_name=names.device(vendor_id, device_id),
+            **fields,
+        )
+        for vendor_id, device_id, fields in rows
+    ]
+    return {fn.bdf: fn for fn in sorted(functions, key=lambda fn: fn.bdf)}
 
 
 def _parse_class(text: str, path: str) -> int:
