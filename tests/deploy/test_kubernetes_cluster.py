@@ -24,6 +24,7 @@ import shlex
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -389,7 +390,21 @@ def test_the_router_runs_launch_cluster_s_command_for_every_instance() -> None:
     assert _value(args, "--policy") in POLICIES
 
 
-def test_the_router_arguments_parse_with_sglang_router_s_own_parser() -> None:
+@pytest.fixture
+def router_modules_dropped() -> Iterator[None]:
+    """sglang-router 0.3.2 puts `sglang.srt` and `sglang.srt.environ` of its own into
+    sys.modules with no `sglang` above them: the in-process SGLang tests that import after
+    this one would fail (`KeyError: 'sglang'`). What it imported is dropped after the test."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name == "sglang" or name.startswith(("sglang.", "sglang_router")):
+            del sys.modules[name]
+
+
+def test_the_router_arguments_parse_with_sglang_router_s_own_parser(
+    router_modules_dropped: None,
+) -> None:
     launch = pytest.importorskip("sglang_router.launch_router", reason="no sglang-router here")
     from sglang_router.router_args import RouterArgs
 

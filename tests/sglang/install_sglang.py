@@ -98,12 +98,16 @@ PURE: Pins = (
     ("requests", "2.34.2"),
     ("safetensors", "0.8.0"),
     ("sentencepiece", "0.2.3"),
+    ("shellingham", "1.5.4"),  # typer's
     ("sniffio", "1.3.1"),
     ("starlette", "1.10.0"),
     ("tokenizers", "0.22.2"),
     ("tqdm", "4.70.1"),
     ("traitlets", "5.16.1"),
     ("transformers", "5.12.1"),
+    # transformers requires typer (and typer rich): an SGLang environment has both, and the
+    # cluster image's check (tests/deploy) walks SGLang's requirements through them
+    ("typer", "0.29.2"),
     ("typing-inspection", "0.4.5"),
     ("urllib3", "2.8.0"),
     ("xgrammar", "0.2.1"),
