@@ -90,6 +90,7 @@ def test_counters_of_the_workers_add_up() -> None:
     b = from_mapping({"host_written": 4, "device": 1, "storage": 5})
     both = a.plus(b)
     assert both.host_written == 7
+    assert from_mapping({"requests": 3}).plus(from_mapping({"requests": 4})).requests == 7
     assert (both.served_by("device"), both.served_by("host"), both.served_by("storage")) == (
         11, 2, 5,
     )  # fmt: skip
@@ -136,6 +137,8 @@ def test_a_replay_through_the_real_router_is_measured_beside_the_cluster_predict
         assert sorted(cluster["workers"]) == sorted(s.url for s in two)  # in the router's order
         assert doc["valid"] and doc["server"]["device_tokens"] == 1024
         assert two[0].requests == two[1].requests == 30  # round robin, one at a time
+        # the stand-ins publish no counters: the spread is the model's alone
+        assert cluster["requests_per_worker"] == {"measured": None, "predicted": [30, 30]}
         from xputune.cli.measure_cmds import _read_trace  # the same requests, rebuilt
         from xputune.cli.options import TraceFormat
 

@@ -133,17 +133,19 @@ sglang:backuped_tokens_total{model_name="m"} 1.5e3
 sglang:cached_tokens_total{cache_source="device",model_name="m"} 40.0
 sglang:cached_tokens_total{cache_source="host",model_name="m"} 7.0
 sglang:num_running_reqs{model_name="m"} 3.0
+sglang:num_requests_total{is_streaming="true",model_name="m"} 12.0
+sglang:num_requests_total{is_streaming="false",model_name="m"} 3.0
 python_gc_objects_collected_total{generation="0"} 12.0
 """
     got = tiercounters.parse(page.splitlines())
-    assert got.host_written == 600 and got.storage_written == 1500
+    assert got.host_written == 600 and got.storage_written == 1500 and got.requests == 15
     assert got.served_by("device") == 40 and got.served_by("host") == 7
     assert got.served_by("storage") == 0
     later = tiercounters.from_mapping(
-        {"host_written": 900, "storage_written": 1500, "device": 50, "host": 7}
+        {"host_written": 900, "storage_written": 1500, "device": 50, "host": 7, "requests": 20}
     )
     delta = later.minus(got)
-    assert delta.host_written == 300 and delta.served_by("device") == 10
+    assert delta.host_written == 300 and delta.served_by("device") == 10 and delta.requests == 5
     assert delta.document()["served_tokens"] == {"device": 10, "host": 0, "storage": 0}
 
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xputune.plan.cluster import CACHE_THRESHOLD, ROUTINGS, assign, cluster_point
+from xputune.plan.cluster import CACHE_THRESHOLD, ROUTINGS, assign, cluster_point, spread
 from xputune.plan.hitrate import exact_curve, three_tier_point, trace_from_requests
 
 BLOCK = 16
@@ -170,3 +170,11 @@ def test_tiers_instances_plots_hit_rate_against_n(run_cli, tmp_path: Path) -> No
     assert [round(1 - (y - top) / height, 3) for y in ys] == [
         round(p["total_hit_rate"], 3) for p in points
     ]
+
+
+def test_the_spread_counts_each_instance_s_requests_most_first() -> None:
+    """Round robin splits evenly; cache_aware keeps a conversation on its instance."""
+    talk = [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4], [9]]
+    assert spread(_trace(talk), 2, "round_robin") == [3, 2]
+    assert spread(_trace(talk), 2, "cache_aware") == [4, 1]
+    assert spread(_trace(talk), 8, "round_robin") == [1, 1, 1, 1, 1, 0, 0, 0]

@@ -110,6 +110,14 @@ def test_a_shared_l3_serves_what_round_robin_scattered(
     steps = {s["label"]: s for s in doc["steps"]}
     assert list(steps) == ["2 rr +L3", "2 rr", "2 ca +L3", "2 ca"], doc["error"]
     with_l3, without = steps["2 rr +L3"], steps["2 rr"]
+    for name in ("2 rr +L3", "2 rr"):  # every worker's own count of what it finished
+        assert steps[name]["cluster"]["requests_per_worker"] == {
+            "measured": [100, 100],
+            "predicted": [100, 100],
+        }, name
+    for name in ("2 ca +L3", "2 ca"):  # how cache_aware spread them: reported, summed here
+        spread = steps[name]["cluster"]["requests_per_worker"]
+        assert sum(spread["measured"]) == sum(spread["predicted"]) == int(REQUESTS), spread
     storage = with_l3["measured"]["hit_rate"]["storage"]
     assert storage is not None and storage > 0.01, _rows(with_l3)  # the other server's pages
     for name in ("2 rr", "2 ca"):

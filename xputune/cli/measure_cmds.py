@@ -248,7 +248,7 @@ def replay_cmd(req: Request) -> int:
         xputune replay --trace conv.jsonl -c 2 \\
             --phases warm:400,measure:200,stress:800@c16,cool:30s,measure:200
     """
-    from xputune.measure import tierhealth
+    from xputune.measure import router, tierhealth
     from xputune.measure.client import Endpoint
     from xputune.measure.predict import differences, predict, predict_cluster
     from xputune.measure.replay import replay
@@ -300,12 +300,10 @@ def replay_cmd(req: Request) -> int:
     with _counting(len(workload.requests), "replaying", table) as advance:
         run = replay(workload, endpoint, vocab, load, advance)
     after, counters_note = read_counters(target)
-    counters = after.minus(before) if after is not None and before is not None else None
+    counters = router.moved(before, after)
     concurrent = load.mode == "open" or (load.concurrency or 1) > 1
     notes = differences(workload, info, run.records, concurrent=concurrent, vocab=vocab)
     if target.workers:
-        from xputune.measure import router
-
         notes += router.differences(req.routing)
     findings = tierhealth.assess(run.records, prediction, info, counters)
     data = replay_document(
@@ -317,6 +315,9 @@ def replay_cmd(req: Request) -> int:
     data["cluster"] = None if not target.workers else {
         "instances": target.instances, "routing": req.routing,
         "workers": [w.url for w in target.workers],
+        "requests_per_worker": router.requests_per_worker(
+            workload.trace(), target.instances, req.routing, before, after
+        ),
     }  # fmt: skip
     if req.fmt is not Format.table:
         emit_data(data, req.fmt)
@@ -520,6 +521,7 @@ def _render_replay(data: dict[str, Any]) -> None:
                 f"{cl['routing']} routing (plan/cluster.py), counters added up"
             )
         )
+        c.print(text(f"requests per worker: {_spread(cl['requests_per_worker'])}"))
     req = m["requests"]
     stop = {"done": "", "duration": " (stopped by --duration)", "interrupted": " (interrupted)"}
     c.print(
@@ -975,6 +977,10 @@ def _render_sweep(data: dict[str, Any]) -> None:
     if data.get("cluster"):
         c.print(text("N policy: the instances and the router's policy (rr round_robin, ca "
                      "cache_aware, rand random); +L3: sharing the L3 of --launch-opt"))  # fmt: skip
+        for s in data["steps"]:
+            if s["cluster"] and s["cluster"]["requests_per_worker"]:
+                spread = _spread(s["cluster"]["requests_per_worker"])
+                c.print(text(f"{s['label']}: requests per worker {spread}"))
     if l3:
         unit = "run" if data.get("cluster") else "size"
         c.print(text(_l3_line(l3, data["steps"], unit)), soft_wrap=True)  # a path: not folded
@@ -1061,6 +1067,12 @@ def _render_sweep(data: dict[str, Any]) -> None:
         if s["tier_check"]:
             _render_tier_check(c, s["tier_check"], s["label"] + ": ")
     _render_validity(c, data)
+
+
+def _spread(counts: dict[str, Any]) -> str:
+    """Requests per worker, measured (predicted), most first: "150, 50 (100, 100)"."""
+    shown = ", ".join(f"{n:,}" for n in counts["measured"]) if counts["measured"] else "-"
+    return f"{shown} ({', '.join(f'{n:,}' for n in counts['predicted'])} predicted)"
 
 
 def _l3_line(l3: dict[str, Any], steps: list[dict[str, Any]], unit: str = "size") -> str:

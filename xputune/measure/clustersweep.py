@@ -278,7 +278,11 @@ def _run_cluster(step: Step, result: SweepResult, trace: TraceSlice, progress: P
         )  # fmt: skip
         step.replay_s = time.monotonic() - t
         after, note = router.read_counters(target)
-        counters = after.minus(before) if after is not None and before is not None else None
+        spread = router.requests_per_worker(
+            result.workload.trace(), target.instances, run.routing, before, after
+        )
+        step.cluster = replace(step.cluster, requests=spread)
+        counters = router.moved(before, after)
         findings = tierhealth.assess(step.run.records, step.prediction, step.info, counters)
         step.findings = len(findings)
         step.tier_check = tierhealth.check_document(findings, counters, note)

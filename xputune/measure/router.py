@@ -18,6 +18,7 @@ from xputune.measure.client import Endpoint, ServerError, get_json
 if TYPE_CHECKING:
     from xputune.measure.server import ServerInfo
     from xputune.measure.tiercounters import TierCounters
+    from xputune.plan.traces import Trace
 
 #: Most workers one replay reads (a router fronts tens; a longer list is not a router's).
 MAX_WORKERS = 1024
@@ -86,20 +87,50 @@ def read_target(endpoint: Endpoint, host_tokens: int | None = None) -> Target:
     return Target(endpoint, smallest, behind)
 
 
-def read_counters(target: Target) -> tuple[TierCounters | None, str | None]:
-    """The tier counters of the server, or of every worker added up (None, why, when one of
-    them publishes none)."""
+def read_counters(target: Target) -> tuple[list[TierCounters] | None, str | None]:
+    """The tier counters of the server, or of each worker in the router's order (None, why,
+    when one of them publishes none)."""
     from xputune.measure import tiercounters
 
-    if not target.workers:
-        return tiercounters.read(target.endpoint)
-    total = None
-    for worker in target.workers:
-        counters, note = tiercounters.read(worker)
+    each = []
+    for server in target.workers or (target.endpoint,):
+        counters, note = tiercounters.read(server)
         if counters is None:
-            return None, f"{worker.url}: {note}"
-        total = counters if total is None else total.plus(counters)
-    return total, None
+            return None, (f"{server.url}: {note}" if target.workers else note)
+        each.append(counters)
+    return each, None
+
+
+def moved(
+    before: list[TierCounters] | None, after: list[TierCounters] | None
+) -> TierCounters | None:
+    """What the counters of every server moved between two readings, added up (None when
+    either reading is missing)."""
+    if before is None or after is None or len(before) != len(after):
+        return None
+    total = None
+    for a, b in zip(after, before, strict=True):
+        total = a.minus(b) if total is None else total.plus(a.minus(b))
+    return total
+
+
+def requests_per_worker(
+    trace: Trace,
+    instances: int,
+    routing: str,
+    before: list[TierCounters] | None,
+    after: list[TierCounters] | None,
+) -> dict[str, list[int] | None]:
+    """How the requests were spread over the workers, most first: what each worker counted
+    finished between two readings (None when a worker publishes no counters), and what the
+    routing model predicts (plan/cluster.spread). Which worker is which is the router's."""
+    from xputune.plan.cluster import spread
+
+    measured = None
+    if before is not None and after is not None and len(before) == len(after):
+        done = (a.minus(b).requests for a, b in zip(after, before, strict=True))
+        measured = sorted(done, reverse=True)
+    return {"measured": measured, "predicted": spread(trace, instances, routing)}
 
 
 def differences(routing: str) -> list[str]:

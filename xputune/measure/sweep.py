@@ -201,6 +201,8 @@ class ClusterRun:
     routing: str
     l3: bool
     workers: tuple[str, ...] = ()  # the router's workers, as it listed them
+    #: {"measured": [...], "predicted": [...]}: requests per worker, most first (router.py)
+    requests: dict[str, list[int] | None] | None = None
 
     @property
     def label(self) -> str:
@@ -209,7 +211,7 @@ class ClusterRun:
 
     def document(self) -> dict[str, Any]:
         return {"instances": self.instances, "routing": self.routing, "l3": self.l3,
-                "workers": list(self.workers)}  # fmt: skip
+                "workers": list(self.workers), "requests_per_worker": self.requests}  # fmt: skip
 
 
 @dataclass

@@ -9,6 +9,8 @@ per scheduler; the ones a tier's health needs, summed over schedulers and labels
   sglang:storage_prefetch_hit_tokens_total tokens an L3 query reported present
   sglang:cached_tokens_total{cache_source} prompt tokens served, per source (device, host,
                                            storage); a label appears only after its first use
+  sglang:num_requests_total                requests the server finished (how a router spread
+                                           a replay over its workers)
 
 A replay reads the page before and after its run and keeps the differences: what the run made
 the tiers do. Only these names are kept; the page is read within a size bound (MAX_PAGE), a
@@ -33,7 +35,8 @@ WRITTEN_STORAGE = "sglang:backuped_tokens_total"
 READ_STORAGE = "sglang:prefetched_tokens_total"
 FOUND_STORAGE = "sglang:storage_prefetch_hit_tokens_total"
 SERVED = "sglang:cached_tokens_total"
-NAMES = (WRITTEN_HOST, WRITTEN_STORAGE, READ_STORAGE, FOUND_STORAGE, SERVED)
+REQUESTS = "sglang:num_requests_total"
+NAMES = (WRITTEN_HOST, WRITTEN_STORAGE, READ_STORAGE, FOUND_STORAGE, SERVED, REQUESTS)
 TIERS = ("device", "host", "storage")
 
 
@@ -50,6 +53,7 @@ class TierCounters:
     storage_read: int = 0
     storage_found: int = 0
     served: tuple[tuple[str, int], ...] = ()  # (cache_source, tokens)
+    requests: int = 0  # requests finished
 
     def served_by(self, tier: str) -> int:
         return dict(self.served).get(tier, 0)
@@ -65,6 +69,7 @@ class TierCounters:
             storage_read=self.storage_read + other.storage_read,
             storage_found=self.storage_found + other.storage_found,
             served=tuple((t, mine.get(t, 0) + theirs.get(t, 0)) for t in tiers),
+            requests=self.requests + other.requests,
         )
 
     def minus(self, before: TierCounters) -> TierCounters:
@@ -77,6 +82,7 @@ class TierCounters:
             storage_read=max(0, self.storage_read - before.storage_read),
             storage_found=max(0, self.storage_found - before.storage_found),
             served=tuple((t, max(0, n - old.get(t, 0))) for t, n in self.served),
+            requests=max(0, self.requests - before.requests),
         )
 
     def document(self) -> dict[str, object]:
@@ -86,6 +92,7 @@ class TierCounters:
             "storage_read_tokens": self.storage_read,
             "storage_found_tokens": self.storage_found,
             "served_tokens": {t: self.served_by(t) for t in TIERS},
+            "requests": self.requests,
         }
 
 
@@ -132,6 +139,7 @@ def parse(lines: Iterable[str]) -> TierCounters:
         storage_read=int(sums[READ_STORAGE]),
         storage_found=int(sums[FOUND_STORAGE]),
         served=tuple((t, int(served[t])) for t in TIERS if t in served),
+        requests=int(sums[REQUESTS]),
     )
 
 
@@ -157,4 +165,5 @@ def from_mapping(values: Mapping[str, int]) -> TierCounters:
         storage_read=int(values.get("storage_read", 0)),
         storage_found=int(values.get("storage_found", 0)),
         served=tuple((t, int(values[t])) for t in TIERS if t in values),
+        requests=int(values.get("requests", 0)),
     )

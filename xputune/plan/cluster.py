@@ -100,6 +100,15 @@ def assign(trace: Trace, instances: int, routing: str, seed: int = 0) -> np.ndar
     return _cache_aware(trace, instances)
 
 
+def spread(trace: Trace, instances: int, routing: str, seed: int = 0) -> list[int]:
+    """How many of the trace's requests each instance gets under `routing`, most first (which
+    instance is which is the router's to choose; how even the split is, is the model's)."""
+    import numpy as np
+
+    counts = np.bincount(assign(trace, instances, routing, seed), minlength=instances)
+    return sorted(counts.tolist(), reverse=True)
+
+
 def _cache_aware(trace: Trace, instances: int) -> np.ndarray:
     import numpy as np
 
