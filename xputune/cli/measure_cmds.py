@@ -1082,8 +1082,9 @@ def _l3_line(l3: dict[str, Any], steps: list[dict[str, Any]], unit: str = "size"
         pages = [f"{s['label']} {_tokens(s['l3']['pages_written'])}" for s in steps
                  if s["l3"] and s["l3"]["pages_written"] is not None]  # fmt: skip
         wrote = f"; pages written: {', '.join(pages)}" if pages else ""
+        servers = "servers" if unit == "run" else "server"
         return (f"{name}: each {unit} started with a new empty folder of its own in "
-                f"{l3['folder']}, removed after its server stopped{wrote}")  # fmt: skip
+                f"{l3['folder']}, removed after its {servers} stopped{wrote}")  # fmt: skip
     if l3["between_sizes"] == "own_master":
         return f"{name}: each {unit} started a new master of its own, so an empty store"
     if l3["between_sizes"] == "cleared":
