@@ -292,10 +292,11 @@ def replay_cmd(req: Request) -> int:
             info=info, max_output=req.max_output, per_request=req.per_request,
             min_completion=req.min_completion / 100, margin=req.recovery_margin / 100, fmt=req.fmt,
         )  # fmt: skip
+    requests = workload.trace()  # what the prediction is made from
     if target.workers:
-        prediction = predict_cluster(workload.trace(), info, target.instances, req.routing)
+        prediction = predict_cluster(requests, info, target.instances, req.routing)
     else:
-        prediction = predict(exact_curve(workload.trace()), info)
+        prediction = predict(exact_curve(requests), info)
     before, _ = read_counters(target)
     with _counting(len(workload.requests), "replaying", table) as advance:
         run = replay(workload, endpoint, vocab, load, advance)
@@ -316,7 +317,7 @@ def replay_cmd(req: Request) -> int:
         "instances": target.instances, "routing": req.routing,
         "workers": [w.url for w in target.workers],
         "requests_per_worker": router.requests_per_worker(
-            workload.trace(), target.instances, req.routing, before, after
+            requests, target.instances, req.routing, before, after
         ),
     }  # fmt: skip
     if req.fmt is not Format.table:

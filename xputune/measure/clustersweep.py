@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,13 +30,23 @@ from xputune.measure import l3store
 from xputune.measure.client import Endpoint
 from xputune.measure.ports import server_port
 from xputune.measure.serverproc import CLUSTER_OF_ONE, LaunchFailed, Server, dry_run
-from xputune.measure.sweep import METRICS, ClusterRun, Progress, Size, Step, SweepResult
+from xputune.measure.sweep import (
+    METRICS,
+    ClusterRun,
+    Progress,
+    Size,
+    Step,
+    SweepResult,
+    first_workload,
+    logs_and_policy,
+    measure_step,
+    run_steps,
+)
 from xputune.plan.cluster import ROUTINGS
 from xputune.userfiles import printable
 
 if TYPE_CHECKING:
     from xputune.measure.replay import Load
-    from xputune.measure.serverproc import Command
     from xputune.measure.workload import TraceSlice
 
 #: The launcher's options that set what each run sets: the cluster's shape and ports.
@@ -116,15 +124,6 @@ def check_cluster_args(launch_opts: list[str], sglang_args: list[str]) -> None:
             raise XputuneError(f"sweep --instances sets {flag} for every instance: remove it")
 
 
-def _l3_policy(command: Command, launch_opts: list[str], *, clear: bool, keep: bool,
-               own: str) -> l3store.Policy | None:  # fmt: skip
-    """A Mooncake store with no --l3-master is the cluster's own (a new master each run, so
-    empty); anything else as a sweep's sizes (l3store.policy)."""
-    if l3store.backend_of(command) == "mooncake" and not _split(launch_opts, ("--l3-master",))[0]:
-        return l3store.Policy("mooncake", l3store.OWN_MASTER, None, None)
-    return l3store.policy(command, clear=clear, keep=keep, own=own)
-
-
 def run_cluster_sweep(
     *,
     trace: TraceSlice,
@@ -162,12 +161,6 @@ def run_cluster_sweep(
             "--compare-l3: the launch has no L3 tier to compare (--launch-opt '--l3 file "
             "--l3-dir DIR' or '--l3 mooncake ...' adds one)"
         )
-    logs = tempfile.mkdtemp(prefix="xputune-sweep-")
-    try:
-        policy = _l3_policy(command, launch_opts, clear=clear_l3, keep=keep_l3, own=logs)
-    except XputuneError:
-        os.rmdir(logs)  # nothing was started, nothing written
-        raise
     runs = [
         ClusterRun(n, routing, l3)
         for n in instances
@@ -175,11 +168,13 @@ def run_cluster_sweep(
         for l3 in ((True, False) if compare_l3 else (backend is not None,))
     ]
     if len(runs) > MAX_RUNS:
-        os.rmdir(logs)
         raise XputuneError(f"{len(runs)} runs asked for; at most {MAX_RUNS} in one sweep")
+    own_master = not _split(launch_opts, ("--l3-master",))[0]
+    logs, policy = logs_and_policy(command, clear=clear_l3, keep=keep_l3,
+                                   master_in_set=own_master)  # fmt: skip
     result = SweepResult([], None, None, None, logs, l3=policy, cluster=True)
-    t0 = time.monotonic()
-    try:
+
+    def each_run() -> None:
         for i, run in enumerate(runs):
             step = Step(run.label, size, os.path.join(logs, f"{i + 1}-{_file_label(run)}.log"),
                         cluster=run)  # fmt: skip
@@ -191,16 +186,10 @@ def run_cluster_sweep(
                                 host_tokens=host_tokens, start_timeout=start_timeout,
                                 stop_grace=stop_grace, number=i + 1):  # fmt: skip
                 result.interrupted = True
-                break
+                return
             progress.done(step)
-    except KeyboardInterrupt:
-        result.interrupted = True
-    except XputuneError as exc:
-        if not any(s.run is not None for s in result.steps):
-            raise
-        result.error = str(exc)
-    result.seconds = time.monotonic() - t0
-    return result
+
+    return run_steps(result, each_run)
 
 
 def _file_label(run: ClusterRun) -> str:
@@ -226,11 +215,8 @@ def _run_cluster(step: Step, result: SweepResult, trace: TraceSlice, progress: P
                  start_timeout: float, stop_grace: float, number: int) -> bool:  # fmt: skip
     """Launch the set, replay through its router, stop it; False when the replay was
     interrupted."""
-    from xputune.measure import router, tierhealth
+    from xputune.measure import router
     from xputune.measure.predict import predict_cluster
-    from xputune.measure.replay import replay
-    from xputune.measure.server import token_range as vocab_of
-    from xputune.measure.workload import build_workload
 
     run = step.cluster
     assert run is not None
@@ -257,35 +243,15 @@ def _run_cluster(step: Step, result: SweepResult, trace: TraceSlice, progress: P
         if policy is not None and policy.between_sizes == l3store.CLEARED and target.workers:
             assert step.l3 is not None
             l3store.clear(target.workers[0], step.l3)
-        if result.workload is None:
-            result.vocab = vocab_of(step.info, token_range)
-            result.workload = build_workload(
-                trace, block_tokens=block_tokens, max_req_input_len=step.info.max_req_input_len,
-                max_output=max_output,
-            )  # fmt: skip
-            if not result.workload.requests:
-                raise XputuneError("the trace slice holds no request with input tokens")
-        assert result.vocab is not None
-        step.prediction = predict_cluster(
-            result.workload.trace(), step.info, target.instances, run.routing
-        )
+        workload = first_workload(result, trace, step.info, token_range=token_range,
+                                  block_tokens=block_tokens, max_output=max_output)  # fmt: skip
+        requests = workload.trace()
+        step.prediction = predict_cluster(requests, step.info, target.instances, run.routing)
         progress.ready(step)
-        before, _ = router.read_counters(target)
-        t = time.monotonic()
-        step.run = replay(
-            result.workload, endpoint, result.vocab, load,
-            progress.replaying(len(result.workload.requests)),
-        )  # fmt: skip
-        step.replay_s = time.monotonic() - t
-        after, note = router.read_counters(target)
-        spread = router.requests_per_worker(
-            result.workload.trace(), target.instances, run.routing, before, after
-        )
+        before, after = measure_step(step, result, target, load, progress)
+        spread = router.requests_per_worker(requests, target.instances, run.routing, before,
+                                            after)  # fmt: skip
         step.cluster = replace(step.cluster, requests=spread)
-        counters = router.moved(before, after)
-        findings = tierhealth.assess(step.run.records, step.prediction, step.info, counters)
-        step.findings = len(findings)
-        step.tier_check = tierhealth.check_document(findings, counters, note)
     finally:
         step.stop_s = server.stop(stop_grace)
         if step.l3 is not None:

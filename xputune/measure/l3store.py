@@ -15,6 +15,8 @@ comparison between sizes would be wrong. So, by backend (the dry run's
           written are counted and the folder is removed. Nothing else in the store's folder is
           read, cleared or removed (SGLang's own clear of a file store deletes every file in
           the folder, the user's too).
+  mooncake, when each step starts its own master (a cluster sweep with no --l3-master):
+          new with every step, so empty.
   others  (mooncake and every backend the sweep cannot give a store of its own) refused
           before anything starts, unless the user chooses: --clear-l3 empties the store
           through each size's server once it is ready, before its replay (POST
@@ -82,9 +84,13 @@ def backend_of(command: Command) -> str | None:
     return value[-1] if value else None
 
 
-def policy(command: Command, *, clear: bool, keep: bool, own: str) -> Policy | None:
+def policy(
+    command: Command, *, clear: bool, keep: bool, own: str, master_in_set: bool = False
+) -> Policy | None:
     """The policy for this sweep's L3 (None: it has none); XputuneError for a choice that
-    cannot be made, before anything starts. `own`: the sweep's private folder."""
+    cannot be made, before anything starts. `own`: the sweep's private folder;
+    `master_in_set`: each step starts its own Mooncake master (a cluster with no
+    --l3-master), so its store is new and empty whatever --clear-l3 or --keep-l3 say."""
     if clear and keep:
         raise XputuneError("--clear-l3 and --keep-l3 contradict each other: give one")
     backend = backend_of(command)
@@ -104,6 +110,8 @@ def policy(command: Command, *, clear: bool, keep: bool, own: str) -> Policy | N
             return Policy(backend, KEPT, folder or SGLANG_FILE_DEFAULT,
                           source if folder else "sglang default")  # fmt: skip
         return Policy(backend, OWN_FOLDER, folder or own, source if folder else "sweep")
+    if backend == "mooncake" and master_in_set:
+        return Policy(backend, OWN_MASTER, None, None)
     if keep:
         return Policy(backend, KEPT, None, None)
     if clear:

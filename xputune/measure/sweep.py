@@ -54,8 +54,11 @@ from xputune.userfiles import printable
 if TYPE_CHECKING:
     from xputune.measure.predict import Prediction
     from xputune.measure.replay import Load, ReplayRun
+    from xputune.measure.router import Target
     from xputune.measure.server import ServerInfo
+    from xputune.measure.serverproc import Command
     from xputune.measure.stats import Record
+    from xputune.measure.tiercounters import TierCounters
     from xputune.measure.tokens import TokenRange
     from xputune.measure.workload import TraceSlice, Workload
     from xputune.plan.hitrate import HitCurve
@@ -324,16 +327,11 @@ def run_sweep(
     # The tier check reads what each tier was written and served from the server's counters.
     extra += [] if user_value(sglang_args, "--enable-metrics") is not None else METRICS
     command = dry_run(launch_opts, [*sglang_args, *extra])
-    logs = tempfile.mkdtemp(prefix="xputune-sweep-")
-    try:
-        l3 = l3store.policy(command, clear=clear_l3, keep=keep_l3, own=logs)
-    except XputuneError:
-        os.rmdir(logs)  # nothing was started, nothing written
-        raise
+    logs, l3 = logs_and_policy(command, clear=clear_l3, keep=keep_l3)
     plan: list[Size | None] = ([None] if baseline else []) + list(sizes)
     result = SweepResult([], None, None, None, logs, l3=l3)
-    t0 = time.monotonic()
-    try:
+
+    def each_size() -> None:
         for i, size in enumerate(plan):
             label = "baseline" if size is None else size.label
             port = int(given_port[-1]) if given_port else server_port(host)
@@ -352,13 +350,38 @@ def run_sweep(
                              host_tokens=host_tokens, start_timeout=start_timeout,
                              stop_grace=stop_grace, number=i + 1):  # fmt: skip
                 result.interrupted = True
-                break
+                return
             progress.done(step)
-            stop = _plateau(result.steps, min_gain)
-            if stop:
+            if _plateau(result.steps, min_gain):
                 result.stopped_early = label
                 result.skipped_sizes = [s.label for s in plan[i + 1 :] if s is not None]
-                break
+                return
+
+    return run_steps(result, each_size)
+
+
+def logs_and_policy(
+    command: Command, *, clear: bool, keep: bool, master_in_set: bool = False
+) -> tuple[str, l3store.Policy | None]:
+    """The sweep's private log folder and its L3 policy (l3store.policy); a refused policy
+    leaves no folder behind (nothing was started, nothing written)."""
+    logs = tempfile.mkdtemp(prefix="xputune-sweep-")
+    try:
+        policy = l3store.policy(
+            command, clear=clear, keep=keep, own=logs, master_in_set=master_in_set
+        )
+    except XputuneError:
+        os.rmdir(logs)
+        raise
+    return logs, policy
+
+
+def run_steps(result: SweepResult, steps: Callable[[], None]) -> SweepResult:
+    """Run a sweep's steps: Ctrl-C ends it with what was measured; an error after a step was
+    measured is kept in the result (the document reports it), before any is raised."""
+    t0 = time.monotonic()
+    try:
+        steps()
     except KeyboardInterrupt:
         result.interrupted = True
     except XputuneError as exc:
@@ -369,6 +392,50 @@ def run_sweep(
     return result
 
 
+def first_workload(result: SweepResult, trace: TraceSlice, info: ServerInfo, *,
+                   token_range: tuple[int, int] | None, block_tokens: int | None,
+                   max_output: int) -> Workload:  # fmt: skip
+    """The workload every step replays, built at the first server's limits (then kept)."""
+    from xputune.measure.server import token_range as vocab_of
+    from xputune.measure.workload import build_workload
+
+    if result.workload is None:
+        result.vocab = vocab_of(info, token_range)
+        result.workload = build_workload(
+            trace, block_tokens=block_tokens, max_req_input_len=info.max_req_input_len,
+            max_output=max_output,
+        )  # fmt: skip
+        if not result.workload.requests:
+            raise XputuneError("the trace slice holds no request with input tokens")
+    return result.workload
+
+
+def measure_step(step: Step, result: SweepResult, target: Target, load: Load,
+                 progress: Progress) -> tuple[list[TierCounters] | None,
+                                              list[TierCounters] | None]:  # fmt: skip
+    """Replay the workload at `target` (a server, or a router's workers) and check the tiers
+    against the step's prediction from the counters the run moved; (counters before, after),
+    per server."""
+    from xputune.measure import router, tierhealth
+    from xputune.measure.replay import replay
+
+    assert result.workload is not None and result.vocab is not None
+    assert step.prediction is not None and step.info is not None
+    before, _ = router.read_counters(target)
+    t = time.monotonic()
+    step.run = replay(
+        result.workload, target.endpoint, result.vocab, load,
+        progress.replaying(len(result.workload.requests)),
+    )  # fmt: skip
+    step.replay_s = time.monotonic() - t
+    after, note = router.read_counters(target)
+    counters = router.moved(before, after)
+    findings = tierhealth.assess(step.run.records, step.prediction, step.info, counters)
+    step.findings = len(findings)
+    step.tier_check = tierhealth.check_document(findings, counters, note)
+    return before, after
+
+
 def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice,
               progress: Progress, *, load: Load, block_tokens: int | None, max_output: int,
               token_range: tuple[int, int] | None, host_tokens: int | None,
@@ -376,12 +443,9 @@ def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice
     """Start, replay, stop; False when the replay was interrupted. A HiCache size of a sweep
     with L3 gets its store first (l3store.prepare), emptied once the server is ready where
     the policy says so, and its folder counted and removed once the server stopped."""
-    from xputune.measure import tiercounters, tierhealth
     from xputune.measure.predict import predict
-    from xputune.measure.replay import replay
+    from xputune.measure.router import Target
     from xputune.measure.server import read_server
-    from xputune.measure.server import token_range as vocab_of
-    from xputune.measure.workload import build_workload
     from xputune.plan.hitrate import exact_curve
 
     policy = result.l3
@@ -395,30 +459,13 @@ def _run_step(step: Step, server: Server, result: SweepResult, trace: TraceSlice
             raise LaunchFailed(f"the server of step {step.label} runs without HiCache")
         if step.l3 is not None and policy is not None and policy.between_sizes == l3store.CLEARED:
             l3store.clear(server.endpoint, step.l3)
-        if result.workload is None:
-            result.vocab = vocab_of(step.info, token_range)
-            result.workload = build_workload(
-                trace, block_tokens=block_tokens, max_req_input_len=step.info.max_req_input_len,
-                max_output=max_output,
-            )  # fmt: skip
-            if not result.workload.requests:
-                raise XputuneError("the trace slice holds no request with input tokens")
-            result.curve = exact_curve(result.workload.trace())
-        assert result.vocab is not None and result.curve is not None
+        if result.curve is None:
+            workload = first_workload(result, trace, step.info, token_range=token_range,
+                                      block_tokens=block_tokens, max_output=max_output)  # fmt: skip
+            result.curve = exact_curve(workload.trace())
         step.prediction = predict(result.curve, step.info)
         progress.ready(step)
-        before, _ = tiercounters.read(server.endpoint)
-        t = time.monotonic()
-        step.run = replay(
-            result.workload, server.endpoint, result.vocab, load,
-            progress.replaying(len(result.workload.requests)),
-        )  # fmt: skip
-        step.replay_s = time.monotonic() - t
-        after, note = tiercounters.read(server.endpoint)
-        counters = after.minus(before) if after is not None and before is not None else None
-        findings = tierhealth.assess(step.run.records, step.prediction, step.info, counters)
-        step.findings = len(findings)
-        step.tier_check = tierhealth.check_document(findings, counters, note)
+        measure_step(step, result, Target(server.endpoint, step.info), load, progress)
     finally:
         step.stop_s = server.stop(stop_grace)
         if step.l3 is not None:
