@@ -330,3 +330,36 @@ def store_unavailable() -> str | None:
     except OSError:
         return "libibverbs.so.1 is missing (Debian: apt install libibverbs1)"
     return None
+
+
+class Report:
+    """A lane's documents by name, written as they come to $XPUTUNE_MEASURE_REPORT (plus
+    `suffix`), so that a lane that fails later still leaves what it measured."""
+
+    def __init__(self, suffix: str = "") -> None:
+        self.suffix = suffix
+        self.documents: dict[str, object] = {}
+
+    def save(self, name: str, doc: object) -> None:
+        self.documents[name] = doc
+        path = os.environ.get("XPUTUNE_MEASURE_REPORT")
+        if path:
+            Path(f"{path}{self.suffix}").write_text(json.dumps(self.documents, indent=1))
+
+
+#: What a sweep run inside a lane passes on to the servers it starts (Server.environment's).
+SWEEP_ENV = ("PYTHONPATH", "XPUTUNE_TEST_REPO", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE",
+             "TRANSFORMERS_OFFLINE", "SGLANG_PLUGINS")  # fmt: skip
+
+
+def sweep_environment(server: Server, monkeypatch, tmp_path: Path) -> None:
+    """This process set up as a lane's server would be, for `xputune sweep` run in it: the
+    servers it starts inherit the environment, its logs (and L3 folders) go to tmp_path."""
+    import tempfile
+
+    env = server.environment()
+    for key in SWEEP_ENV:
+        monkeypatch.setenv(key, env[key])
+    monkeypatch.setenv("XPUTUNE_STANDIN_CALLS", str(tmp_path / "standins"))
+    (tmp_path / "standins").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

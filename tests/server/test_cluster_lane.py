@@ -21,16 +21,22 @@ measure/router.py). XPUTUNE_MEASURE_REPORT=<file>.cluster.json keeps the documen
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.server.server import DEVICE, LAUNCH_ARGS, REPO, Server, store_unavailable
+from tests.server.server import (
+    DEVICE,
+    LAUNCH_ARGS,
+    REPO,
+    Report,
+    Server,
+    store_unavailable,
+    sweep_environment,
+)
 from tests.sglang.releases import NEWEST, OLDEST, python_for, unavailable
 
 pytestmark = pytest.mark.timeout(1500)
@@ -41,14 +47,7 @@ REQUESTS = "200"
 #: Tokens a trace block is sent as: prompts long enough that a turn's prefix from the other
 #: server passes SGLang's prefetch threshold (256 tokens), and cut at the server's limit.
 BLOCK_TOKENS = "8"
-_report: dict[str, Any] = {}
-
-
-def _save(name: str, doc: dict[str, Any]) -> None:
-    _report[name] = doc
-    path = os.environ.get("XPUTUNE_MEASURE_REPORT")
-    if path:
-        Path(f"{path}.cluster.json").write_text(json.dumps(_report, indent=1))
+_save = Report(".cluster.json").save
 
 
 def _rows(doc: dict[str, Any]) -> dict[str, tuple[float | None, float | None]]:
@@ -67,13 +66,7 @@ def _within_bound(doc: dict[str, Any], where: str) -> None:
 def _sweep(models, run_cli, tmp_path: Path, monkeypatch, *, release: str, l3: list[str],
            routing: str, compare_l3: bool) -> dict[str, Any]:  # fmt: skip
     """One `sweep --instances 2` of the tiny MHA model on `release`, its document."""
-    env = Server(models["mha"], tmp_path, FEATURES).environment()
-    for key in ("PYTHONPATH", "XPUTUNE_TEST_REPO", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE",
-                "TRANSFORMERS_OFFLINE", "SGLANG_PLUGINS"):  # fmt: skip
-        monkeypatch.setenv(key, env[key])
-    monkeypatch.setenv("XPUTUNE_STANDIN_CALLS", str(tmp_path / "standins"))
-    (tmp_path / "standins").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the sweep's logs, its L3 folders
+    sweep_environment(Server(models["mha"], tmp_path, FEATURES), monkeypatch, tmp_path)
     launch = shlex.join([
         "--write-policy", "write_through", "--features", FEATURES, *l3, "--l3-prefetch",
         "wait_complete", *LAUNCH_ARGS,

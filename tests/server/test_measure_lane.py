@@ -34,7 +34,6 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -42,21 +41,23 @@ from typing import Any
 
 import pytest
 
-from tests.server.server import DEVICE, LAUNCH_ARGS, REPO, STANDIN_SITE, Server, join_stops
+from tests.server.server import (
+    DEVICE,
+    LAUNCH_ARGS,
+    REPO,
+    STANDIN_SITE,
+    Report,
+    Server,
+    join_stops,
+    sweep_environment,
+)
 from tests.sglang.releases import python_for
 
 pytestmark = pytest.mark.timeout(1500)
 
 SLICE = str(REPO / "tests" / "data" / "traces" / "mooncake-conversation-1171-1570.jsonl")
 FEATURES = "lifo,async,kernels,host-buffer"
-_report: dict[str, Any] = {}
-
-
-def _save(name: str, doc: dict[str, Any]) -> None:
-    _report[name] = doc
-    path = os.environ.get("XPUTUNE_MEASURE_REPORT")
-    if path:
-        Path(path).write_text(json.dumps(_report, indent=1))
+_save = Report().save
 
 
 def _check_against_prediction(doc: dict[str, Any], where: str) -> None:
@@ -170,13 +171,7 @@ def test_prompts_at_sglangs_own_limit(
 def test_sweep_three_sizes_on_real_servers(
     models, tmp_path: Path, run_cli, monkeypatch, release: str
 ) -> None:
-    env = Server(models["mla"], tmp_path, features=FEATURES).environment()
-    for key in ("PYTHONPATH", "XPUTUNE_TEST_REPO", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE",
-                "TRANSFORMERS_OFFLINE", "SGLANG_PLUGINS"):  # fmt: skip
-        monkeypatch.setenv(key, env[key])
-    monkeypatch.setenv("XPUTUNE_STANDIN_CALLS", str(tmp_path / "standins"))
-    (tmp_path / "standins").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the sweep's server logs
+    sweep_environment(Server(models["mla"], tmp_path, features=FEATURES), monkeypatch, tmp_path)
     assert str(STANDIN_SITE) in os.environ["PYTHONPATH"] and sys.executable
     launch = shlex.join(["--write-policy", "write_through", "--features", FEATURES, *LAUNCH_ARGS])
     code, out, err = run_cli(
